@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOME_DIR ?= data
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+
+.PHONY: install demo test ui deploy worker bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/finhallu build --profile demo --home $(HOME_DIR)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+ui: $(STAMP)
+	$(VENV)/bin/finhallu ui --home $(HOME_DIR)
+
+bench: $(STAMP)
+	$(PY) benchmarks/demo_build.py
+
+clean:
+	rm -rf $(HOME_DIR)

@@ -1,0 +1,188 @@
+"""finhallu command line: build | stages | ui | report | export | status.
+
+Prefect settings are put in place before Prefect is imported: cache records and the local
+run history live under the home folder, telemetry is off, logs stay quiet unless -v.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _home(args) -> Path:
+    return Path(args.home or os.environ.get("FINHALLU_HOME") or "data").resolve()
+
+
+def prepare_prefect_env(home: Path, verbose: bool = False) -> None:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if "PREFECT_API_URL" not in os.environ:
+        # Ephemeral runs and `finhallu ui` share one run database under the home folder.
+        (home / "prefect").mkdir(parents=True, exist_ok=True)
+        os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+    os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "cache" / "prefect-results"))
+
+
+class RichReporter:
+    def __init__(self, progress):
+        self.progress = progress
+        self.tasks: dict[str, int] = {}
+
+    def stage_started(self, stage: str) -> None:
+        self.tasks[stage] = self.progress.add_task(stage, total=None)
+
+    def stage_progress(self, stage: str, done: int, total: int) -> None:
+        if stage in self.tasks:
+            self.progress.update(self.tasks[stage], completed=done, total=total)
+
+    def stage_finished(self, stage: str, status: str) -> None:
+        if stage in self.tasks:
+            t = self.tasks[stage]
+            self.progress.update(t, description=f"{stage} [{status}]", completed=1, total=1)
+
+
+def cmd_build(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from finhallu.config import merge_dicts, parse_override
+    from finhallu.flows.build import run_build
+    from finhallu.progress import set_reporter
+    from finhallu.warehouse.lock import HomeBusy
+
+    home = _home(args)
+    overrides: dict = {}
+    for expr in args.set or []:
+        overrides = merge_dicts(overrides, parse_override(expr))
+    console = Console(stderr=True)
+    columns = [SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    try:
+        with Progress(*columns, console=console, transient=False, disable=args.json) as progress:
+            set_reporter(RichReporter(progress))
+            outcome = run_build(args.profile, home, overrides or None, wait_s=args.wait)
+    except HomeBusy as exc:
+        console.print(f"[red]refused:[/red] {exc}")
+        return 3
+    finally:
+        set_reporter(None)
+    if args.json:
+        from finhallu.flows.build import summary_json
+
+        print(summary_json(outcome))
+    if outcome.status != "succeeded":
+        console.print(f"[red]build {outcome.build_id} failed at stage {outcome.failed_stage}[/red]\n{outcome.message}")
+        console.print("Nothing of that stage was published; the previous versions stay current. See dq_results in the warehouse.")
+        return 2
+    if not args.json:
+        _print_summary(console, home, outcome)
+    return 0
+
+
+def _print_summary(console, home: Path, outcome) -> None:
+    from finhallu.warehouse import connect_readonly
+
+    con = connect_readonly(home)
+    try:
+        labels = con.execute("SELECT split, label_4class, count(*) FROM samples GROUP BY ALL ORDER BY ALL").fetchall()
+        types = con.execute("SELECT hallu_type, count(*) FROM samples WHERE hallu_type IS NOT NULL GROUP BY 1 ORDER BY 1").fetchall()
+        quarantined = con.execute("SELECT count(*) FROM quarantine").fetchone()[0]
+        f1 = con.execute("SELECT detector, round(value, 3), round(ci_low, 3), round(ci_high, 3) FROM metrics "
+                         "WHERE setting='binary' AND slice='all' AND metric='f1' ORDER BY 1").fetchall()
+    finally:
+        con.close()
+    console.print(f"[green]build {outcome.build_id} succeeded[/green] in {outcome.seconds:.1f}s "
+                  f"({len(outcome.stages_run)} stages ran, {len(outcome.stages_cached)} cached)")
+    console.print("samples by split and label: " + ", ".join(f"{s}/{lab}={n}" for s, lab, n in labels))
+    console.print("hallucination types: " + ", ".join(f"{t}={n}" for t, n in types))
+    console.print(f"quarantined inputs: {quarantined}")
+    for det, v, lo, hi in f1:
+        console.print(f"detector {det}: binary F1 {v} [{lo}, {hi}]")
+    console.print(f"warehouse: duckdb -readonly {home / 'warehouse.duckdb'}")
+    console.print(f"report:    {outcome.report}")
+
+
+def cmd_stages(args) -> int:
+    from finhallu.config import load_config
+    from finhallu.tasks.pipeline import STAGES
+
+    load_config(args.profile)
+    for s in STAGES:
+        print(f"{s.name:<13} {', '.join(s.inputs) or '-':<70} -> {', '.join(s.outputs)}")
+    return 0
+
+
+def cmd_ui(args) -> int:
+    home = _home(args)
+    prepare_prefect_env(home)
+    print(f"Prefect UI on http://127.0.0.1:{args.port} (run history under {os.environ.get('PREFECT_HOME')})", flush=True)
+    os.execvp(sys.executable, [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(args.port)])
+
+
+def cmd_report(args) -> int:
+    home = _home(args)
+    reports = sorted((home / "reports").glob("*/index.html"), key=lambda p: p.stat().st_mtime)
+    if not reports:
+        print(f"no report under {home / 'reports'}; run `finhallu build` first", file=sys.stderr)
+        return 1
+    print(reports[-1])
+    return 0
+
+
+def cmd_export(args) -> int:
+    from finhallu.tasks.export import export_files
+    from finhallu.warehouse import TableStore
+
+    home = _home(args)
+    ref = TableStore(home).current_ref("samples")
+    if ref is None:
+        print("no published samples table; run `finhallu build` first", file=sys.stderr)
+        return 1
+    print(export_files(home, ref))
+    return 0
+
+
+def cmd_status(args) -> int:
+    from finhallu.warehouse import Catalog
+
+    catalog = Catalog(_home(args))
+    builds = catalog.builds()[-args.last:]
+    current = catalog.store.current()
+    print(json.dumps({"current": current, "builds": builds}, ensure_ascii=False, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="output home (default ./data or $FINHALLU_HOME)")
+    common.add_argument("-v", "--verbose", action="store_true", help="Prefect logs at INFO")
+    parser = argparse.ArgumentParser(prog="finhallu", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    add = lambda name, **kw: sub.add_parser(name, parents=[common], **kw)  # noqa: E731
+    b = add("build", help="build the benchmark (all stages, cached)")
+    b.add_argument("--profile", default="demo", help="packaged profile name or a YAML path")
+    b.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value, e.g. detect.detectors.lexical_support.threshold=0.5")
+    b.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for a running build on the same home")
+    b.add_argument("--json", action="store_true", help="print a JSON summary instead of progress")
+    b.set_defaults(fn=cmd_build)
+    s = add("stages", help="list the DAG's stages")
+    s.add_argument("--profile", default="demo")
+    s.set_defaults(fn=cmd_stages)
+    u = add("ui", help="start the Prefect UI on 127.0.0.1")
+    u.add_argument("--port", type=int, default=4200)
+    u.set_defaults(fn=cmd_ui)
+    add("report", help="print the latest report's path").set_defaults(fn=cmd_report)
+    add("export", help="write JSONL/SFT exports of the current samples").set_defaults(fn=cmd_export)
+    st = add("status", help="current table versions and recent builds")
+    st.add_argument("--last", type=int, default=5)
+    st.set_defaults(fn=cmd_status)
+    args = parser.parse_args(argv)
+    prepare_prefect_env(_home(args), args.verbose)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Typed build configuration and YAML profiles.
+
+A profile is a YAML file (packaged under `finhallu/profiles/` or any path) that may
+`extends:` another; keys merge recursively. Each stage reads one section; the section's
+canonical JSON (plus the global seed and the LLM roles the stage uses) enters its cache key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceConfig(_Section):
+    kind: Literal["aihub", "sec10k", "dart"]
+    # Files or folders; relative paths resolve against the profile file; `pkg:` = inside finhallu.
+    paths: list[str]
+    test_institutions: list[str] = Field(default_factory=list)
+    valid_institutions: list[str] = Field(default_factory=list)
+    default_split: Literal["train", "valid", "test"] = "train"
+
+
+class IngestConfig(_Section):
+    sources: list[SourceConfig]
+
+
+class ChunkConfig(_Section):
+    max_tokens: int = 1000
+    tokenizer: Literal["approx"] = "approx"
+
+
+class EmbedConfig(_Section):
+    backend: Literal["hashing"] = "hashing"
+    dim: int = 2048
+    char_ngrams: list[int] = Field(default_factory=lambda: [2, 3])
+
+
+class SeedQAConfig(_Section):
+    max_table_questions_per_passage: int = 4
+    min_table_rows: int = 2
+
+
+class RetrieveConfig(_Section):
+    top_k: int = 10
+    candidate_pool: int = 40
+    # Step 2 (answerability): a candidate still "covers" the clue if this share of the
+    # clue's content words occurs in it; such passages are not hard negatives.
+    max_clue_coverage: float = 0.6
+
+
+class DialogueConfig(_Section):
+    min_turns: int = 4
+    max_turns: int = 8
+    dialogues_per_document: int = 1
+    dialogues_per_filing: int = 3  # 10-K / DART documents are long: several dialogues each
+    min_hard_negatives: int = 3  # an unanswerable turn needs at least this many hard negatives
+    reconfirm_probability: float = 0.6
+    supporting_sentence_probability: float = 0.5
+
+
+class DialogueQCConfig(_Section):
+    min_answerability: float = 1.0
+    min_plausibility: int = 2
+    min_correctness: float = 1.0
+    min_diversity: int = 2
+    min_coherency: int = 2
+
+
+class InjectConfig(_Section):
+    types: list[str] = Field(
+        default_factory=lambda: ["contradictory", "unverifiable", "irrelevance", "false_acceptance", "false_refusal"]
+    )
+    # Two injectors for the test split (the paper uses two LLMs); offline both are rule
+    # configurations with different seeds and phrasing banks.
+    injectors: list[str] = Field(default_factory=lambda: ["rules_a", "rules_b"])
+
+
+class InjectionQCConfig(_Section):
+    min_naturalness: int = 2
+
+
+class AssembleConfig(_Section):
+    fingerprint_folds: int = 5
+
+
+class DetectConfig(_Section):
+    # detector name -> its parameters (a dict so `--set detect.detectors.NAME.threshold=...` works)
+    detectors: dict[str, dict] = Field(default_factory=lambda: {"numeric_grounding": {}, "lexical_support": {}})
+
+
+class MetricsConfig(_Section):
+    bootstrap_resamples: int = 1000
+    confidence: float = 0.95
+
+
+class ReportConfig(_Section):
+    title: str = "finhallu benchmark report"
+
+
+class RoleConfig(_Section):
+    provider: Literal["offline"] = "offline"
+    model: str = "rules"
+    temperature: float = 0.0
+
+
+class BuildConfig(_Section):
+    profile: str = "custom"
+    seed: int = 20240917
+    roles: dict[str, RoleConfig] = Field(default_factory=dict)
+    ingest: IngestConfig
+    chunk: ChunkConfig = ChunkConfig()
+    embed: EmbedConfig = EmbedConfig()
+    seed_qa: SeedQAConfig = SeedQAConfig()
+    retrieve: RetrieveConfig = RetrieveConfig()
+    dialogues: DialogueConfig = DialogueConfig()
+    dialogue_qc: DialogueQCConfig = DialogueQCConfig()
+    inject: InjectConfig = InjectConfig()
+    injection_qc: InjectionQCConfig = InjectionQCConfig()
+    assemble: AssembleConfig = AssembleConfig()
+    detect: DetectConfig = DetectConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    report: ReportConfig = ReportConfig()
+
+    def section(self, name: str) -> dict:
+        return getattr(self, name).model_dump(mode="json")
+
+    def hash(self) -> str:
+        return canonical_hash(self.model_dump(mode="json"))
+
+
+def canonical_hash(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def merge_dicts(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge_dicts(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _profile_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p.resolve()
+    packaged = resources.files("finhallu") / "profiles" / f"{name_or_path}.yaml"
+    if packaged.is_file():
+        return Path(str(packaged))
+    known = sorted(f.name[:-5] for f in (resources.files("finhallu") / "profiles").iterdir() if f.name.endswith(".yaml"))
+    raise FileNotFoundError(f"profile {name_or_path!r} not found (packaged profiles: {', '.join(known)}; or pass a .yaml path)")
+
+
+def _raw_profile(name_or_path: str) -> tuple[dict, Path]:
+    path = _profile_path(name_or_path)
+    data = yaml.safe_load(path.read_text("utf-8")) or {}
+    parent = data.pop("extends", None)
+    if parent:
+        base, _ = _raw_profile(parent)
+        data = merge_dicts(base, data)
+    return data, path
+
+
+def resolve_path(spec: str, base_dir: Path) -> Path:
+    if spec.startswith("pkg:"):
+        return Path(str(resources.files("finhallu").joinpath(spec[4:])))
+    p = Path(spec).expanduser()
+    return p if p.is_absolute() else (base_dir / p).resolve()
+
+
+def load_config(name_or_path: str, overrides: dict | None = None) -> BuildConfig:
+    data, path = _raw_profile(name_or_path)
+    data.setdefault("profile", path.stem)
+    if overrides:
+        data = merge_dicts(data, overrides)
+    # Resolve source paths now so the config (and its hash) names real locations.
+    for src in data.get("ingest", {}).get("sources", []):
+        src["paths"] = [str(resolve_path(s, path.parent)) if not s.startswith("pkg:") else s for s in src["paths"]]
+    return BuildConfig.model_validate(data)
+
+
+def parse_override(expr: str) -> dict:
+    """`detect.detectors.lexical_support.threshold=0.4` style overrides from the CLI (`--set`)."""
+    key, _, raw = expr.partition("=")
+    if not _:
+        raise ValueError(f"--set expects KEY=VALUE, got {expr!r}")
+    value = yaml.safe_load(raw)
+    out: dict = {}
+    cur = out
+    parts = key.split(".")
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
+    return out

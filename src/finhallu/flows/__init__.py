@@ -1,0 +1,1 @@
+"""Thin Prefect flows over the pure stages in `finhallu.tasks`."""

@@ -1,0 +1,138 @@
+"""The build flow: the whole DAG as one Prefect flow of cached stage tasks.
+
+`run_build` is the entry point for the CLI, deployments and tests: it takes the home lock,
+sweeps debris of killed publishes, points Prefect's result storage (cache records) into the
+home folder, runs the flow and records the build in the catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefect import flow
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+from finhallu.config import load_config
+from finhallu.flows.stage_task import stage_task
+from finhallu.progress import reporter
+from finhallu.schemas.gate import GateFailed
+from finhallu.tasks.export import export_files
+from finhallu.tasks.pipeline import STAGES
+from finhallu.warehouse import Catalog, TableRef
+from finhallu.warehouse.lock import HomeLock
+from finhallu.warehouse.store import utc_now
+
+
+@dataclass
+class BuildOutcome:
+    build_id: str
+    status: str  # succeeded | failed
+    stages_run: list[str] = field(default_factory=list)
+    stages_cached: list[str] = field(default_factory=list)
+    refs: dict[str, TableRef] = field(default_factory=dict)
+    failed_stage: str | None = None
+    message: str = ""
+    report: str | None = None
+    seconds: float = 0.0
+
+
+def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
+    task = stage_task.with_options(task_run_name=stage.name, refresh_cache=refresh or None)
+    return task(stage.name, inputs, cfg, home, build_id, return_state=True)
+
+
+@flow(name="finhallu-build", flow_run_name="build-{build_id}", persist_result=False, log_prints=True)
+def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = None) -> dict:
+    cfg = load_config(profile, overrides)
+    catalog = Catalog(Path(home))
+    store = catalog.store
+    refs: dict[str, TableRef] = {}
+    ran, cached = [], []
+    for stage in STAGES:
+        reporter().stage_started(stage.name)
+        inputs = {n: refs[n] for n in stage.inputs}
+        state = _run_stage(stage, inputs, cfg, home, build_id)
+        result = state.result(raise_on_failure=False)
+        if state.is_completed() and state.name == "Cached" and not all(store.is_published(r) for r in result.values()):
+            # The cache record outlived its tables (home edited by hand): rebuild the stage.
+            state = _run_stage(stage, inputs, cfg, home, build_id, refresh=True)
+            result = state.result(raise_on_failure=False)
+        if not state.is_completed():
+            reporter().stage_finished(stage.name, "failed")
+            catalog.refresh_views()
+            raise result if isinstance(result, BaseException) else RuntimeError(f"stage {stage.name} failed: {state.message}")
+        (cached if state.name == "Cached" else ran).append(stage.name)
+        refs.update(result)
+        store.set_current(list(result.values()))
+        catalog.refresh_views()
+        reporter().stage_finished(stage.name, "cached" if state.name == "Cached" else "done")
+    return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed}
+
+
+def _write_report(home: Path, build_id: str, ref: TableRef) -> Path:
+    import polars as pl
+
+    html = pl.read_parquet(Path(ref.path) / "part-0.parquet")["html"][0]
+    out = home / "reports" / build_id / "index.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def new_build_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def run_build(profile: str, home: str | Path, overrides: dict | None = None, wait_s: float = 0.0,
+              build_id: str | None = None) -> BuildOutcome:
+    home = Path(home).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    build_id = build_id or new_build_id()
+    cfg = load_config(profile, overrides)  # fail fast on a bad profile, before taking the lock
+    catalog = Catalog(home)
+    started = utc_now()
+    t0 = time.perf_counter()
+    with HomeLock(home, {"build_id": build_id, "started_at": started}, wait_s=wait_s):
+        catalog.store.sweep()
+        record = {"build_id": build_id, "profile": cfg.profile, "status": "running", "started_at": started,
+                  "config_hash": cfg.hash(), "seed": cfg.seed}
+        catalog.record_build(record)
+        outcome = BuildOutcome(build_id, "failed")
+        try:
+            with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):
+                out = build_flow(profile=profile, home=str(home), build_id=build_id, overrides=overrides)
+            outcome.status = "succeeded"
+            outcome.refs, outcome.stages_run, outcome.stages_cached = out["refs"], out["ran"], out["cached"]
+            outcome.report = str(_write_report(home, build_id, out["refs"]["report_index"]))
+            export_files(home, out["refs"]["samples"])
+        except GateFailed as exc:
+            outcome.failed_stage, outcome.message = exc.stage, str(exc)
+        except Exception as exc:  # any other stage error: recorded, re-raised after bookkeeping
+            outcome.failed_stage, outcome.message = "?", f"{type(exc).__name__}: {exc}"
+            _finish(catalog, record, outcome, t0)
+            raise
+        _finish(catalog, record, outcome, t0)
+        return outcome
+
+
+def _finish(catalog: Catalog, record: dict, outcome: BuildOutcome, t0: float) -> None:
+    outcome.seconds = time.perf_counter() - t0
+    record.update(status=outcome.status, finished_at=utc_now(), stages_run=outcome.stages_run,
+                  stages_cached=outcome.stages_cached, failed_stage=outcome.failed_stage,
+                  message=outcome.message[:4000], report=outcome.report)
+    catalog.record_build(record)
+    catalog.refresh_views()
+
+
+def summary_json(outcome: BuildOutcome) -> str:
+    return json.dumps({"build_id": outcome.build_id, "status": outcome.status, "ran": outcome.stages_run,
+                       "cached": outcome.stages_cached, "failed_stage": outcome.failed_stage,
+                       "report": outcome.report, "seconds": round(outcome.seconds, 2),
+                       "tables": {n: f"{r.name}@{r.version}" for n, r in outcome.refs.items()}}, ensure_ascii=False)

@@ -1,0 +1,105 @@
+"""The one Prefect task every stage runs through: load inputs -> run -> gate -> publish -> TableRefs.
+
+Cache key = stage name + stage code version (source closure) + prompt versions + config
+section + seed + roles used + input content hashes (+ raw-file fingerprint for ingest) +
+home. Not Prefect's default policy: that includes the flow-run id, and TASK_SOURCE misses
+edits in helpers and prompt files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+from prefect.context import TaskRunContext
+
+from finhallu.config import BuildConfig, canonical_hash
+from finhallu.llm.operations import prompt_versions
+from finhallu.progress import reporter
+from finhallu.schemas.contracts import CONTRACTS, ContractError
+from finhallu.schemas.gate import GateFailed, GateResult, run_gate
+from finhallu.tasks.base import StageContext
+from finhallu.tasks.pipeline import STAGES_BY_NAME
+from finhallu.warehouse import Catalog, TableRef, TableStore
+
+
+def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig, home: str) -> dict:
+    stage = STAGES_BY_NAME[stage_name]
+    material = {
+        "stage": stage.name,
+        "code": stage.code_version,
+        "prompts": prompt_versions(stage.operations),
+        "config": cfg.section(stage.config_key),
+        "seed": cfg.seed,
+        "roles": {r: cfg.roles[r].model_dump() for r in stage.roles if r in cfg.roles},
+        "inputs": {name: ref.content_hash for name, ref in sorted(inputs.items())},
+        "home": str(Path(home).resolve()),
+    }
+    if stage.name == "ingest":
+        from finhallu.tasks.ingest import inputs_fingerprint
+
+        material["raw_files"] = inputs_fingerprint(cfg.ingest)
+    return material
+
+
+def stage_cache_key(context: TaskRunContext, parameters: dict) -> str:
+    material = stage_key_material(parameters["stage_name"], parameters["inputs"], parameters["cfg"], parameters["home"])
+    return f"{parameters['stage_name']}-{canonical_hash(material)[:32]}"
+
+
+def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig, home: str, build_id: str,
+                  flow_run_id: str | None = None) -> dict[str, TableRef]:
+    """Run one stage end to end; publishes only if every output passes its gate."""
+    stage = STAGES_BY_NAME[stage_name]
+    catalog = Catalog(Path(home))
+    store = catalog.store
+    frames = {name: store.read(ref) for name, ref in inputs.items()}
+    ctx = StageContext(
+        stage=stage.name,
+        config=getattr(cfg, stage.config_key),
+        seed=cfg.seed,
+        roles={r: c.model_dump() for r, c in cfg.roles.items()},
+        input_hashes={n: r.content_hash for n, r in inputs.items()},
+        progress=lambda done, total: reporter().stage_progress(stage.name, done, total),
+    )
+    outputs = stage.fn(frames, ctx)
+    missing = set(stage.outputs) - set(outputs)
+    if missing:
+        raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
+
+    conformed, results = {}, {}
+    for name in stage.outputs:
+        try:
+            conformed[name] = CONTRACTS[name].conform(outputs[name])
+        except ContractError as exc:
+            res = GateResult(name, [{"suite": f"{name}.contract", "expectation": "conforms_to_contract", "column_name": None,
+                                     "outcome": "failed", "unexpected_count": None, "sample": None, "detail": str(exc)}])
+            results[name] = res
+    neighbours = {**frames, **conformed}
+    for name, df in conformed.items():
+        results[name] = run_gate(name, df, neighbours)
+    for name in stage.outputs:
+        catalog.record_dq(build_id, stage.name, name, results[name].rows)
+    bad = [results[n] for n in stage.outputs if not results[n].ok]
+    if bad:
+        raise GateFailed(bad[0], stage.name)
+    refs = {}
+    for name in stage.outputs:
+        refs[name] = store.publish(name, conformed[name], parents=list(inputs.values()), build_id=build_id,
+                                   flow_run_id=flow_run_id, stage=stage.name, gate="passed")
+    return refs
+
+
+@task(
+    name="stage",
+    cache_key_fn=stage_cache_key,
+    persist_result=True,
+    cache_result_in_memory=False,
+    retries=0,
+    log_prints=True,
+)
+def stage_task(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig, home: str, build_id: str) -> dict[str, TableRef]:
+    from prefect.runtime import flow_run
+
+    return execute_stage(stage_name, inputs, cfg, home, build_id, flow_run_id=str(flow_run.id) if flow_run.id else None)
+

@@ -1,0 +1,245 @@
+"""Written contracts of every published table: columns and types, keys, allowed values, parents.
+
+The gate turns a contract into a Great Expectations suite; publish casts frames to the
+contract's exact schema, so a stage can never publish a drifting type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from finhallu.taxonomy import (
+    HALLU_SUBTYPES,
+    HALLU_TYPES,
+    LABEL_4CLASS,
+    LABEL_BINARY,
+    SOURCES,
+    SPLITS,
+)
+
+S, I, F, B = pl.String, pl.Int64, pl.Float64, pl.Boolean
+CONTEXT = pl.List(pl.Struct({"passage_id": S, "role": S}))
+MESSAGES = pl.List(pl.Struct({"role": S, "content": S}))
+SAMPLE_PASSAGES = pl.List(pl.Struct({"passage_id": S, "text": S, "role": S}))
+BLOCKS = pl.List(pl.Struct({"block_id": S, "section_path": S, "kind": S, "text": S}))
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    columns: dict[str, pl.DataType]
+    key: tuple[str, ...]
+    not_null: tuple[str, ...] = ()
+    allowed: dict[str, tuple] = field(default_factory=dict)
+    # column -> "parent_table.column": every value must exist in the parent
+    parents: dict[str, str] = field(default_factory=dict)
+    allow_empty: bool = False
+    doc: str = ""
+
+    @property
+    def schema(self) -> pl.Schema:
+        return pl.Schema(self.columns)
+
+    def conform(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Select the contract's columns in order and cast to its types (raises on mismatch)."""
+        missing = [c for c in self.columns if c not in df.columns]
+        extra = [c for c in df.columns if c not in self.columns]
+        if missing or extra:
+            raise ContractError(self.name, f"columns differ from the contract: missing {missing}, unexpected {extra}")
+        if df.height == 0:
+            return pl.DataFrame(schema=self.schema)
+        try:
+            return df.select([pl.col(c).cast(t, strict=True) for c, t in self.columns.items()])
+        except Exception as exc:  # polars raises several exception types for casts
+            raise ContractError(self.name, f"cannot cast to the contract's types: {exc}") from exc
+
+
+class ContractError(ValueError):
+    def __init__(self, table: str, message: str):
+        super().__init__(f"table {table!r}: {message}")
+        self.table = table
+
+
+def _c(name, columns, key, **kw) -> Contract:
+    return Contract(name=name, columns=columns, key=key, **kw)
+
+
+CONTRACTS: dict[str, Contract] = {
+    c.name: c
+    for c in [
+        _c(
+            "documents",
+            {"doc_id": S, "source": S, "institution": S, "lang": S, "title": S, "doc_type": S, "published": S,
+             "source_path": S, "split": S, "blocks": BLOCKS},
+            ("doc_id",),
+            not_null=("source", "institution", "lang", "title", "split", "blocks"),
+            allowed={"source": SOURCES, "split": SPLITS, "lang": ("ko", "en")},
+            doc="One row per ingested document; blocks keep the document's structure (paragraphs, sections, tables).",
+        ),
+        _c(
+            "source_qas",
+            {"qa_id": S, "doc_id": S, "block_id": S, "qa_type": I, "qa_kind": S, "question": S, "answer": S,
+             "answer_start": I, "clue_text": S, "clue_start": I, "is_impossible": B, "options": pl.List(S),
+             "flags": pl.List(S)},
+            ("qa_id",),
+            not_null=("doc_id", "block_id", "qa_kind", "question", "is_impossible"),
+            allowed={"qa_kind": ("span", "yesno", "table", "multiple_choice", "procedure", "unanswerable", "entailment", "unknown")},
+            parents={"doc_id": "documents.doc_id"},
+            allow_empty=True,
+            doc="QA triplets shipped with a source (AI-Hub); offsets are into the cleaned block text.",
+        ),
+        _c(
+            "quarantine",
+            {"source": S, "path": S, "record_id": S, "stage": S, "field": S, "error": S},
+            (),
+            not_null=("source", "path", "stage", "error"),
+            allow_empty=True,
+            doc="Inputs that could not be used, with the file, record and field named.",
+        ),
+        _c(
+            "passages",
+            {"passage_id": S, "doc_id": S, "block_id": S, "source": S, "institution": S, "lang": S, "split": S,
+             "doc_type": S, "title": S, "section_path": S, "kind": S, "chunk_index": I, "chunk_total": I,
+             "char_start": I, "text": S, "token_count": I, "tokenizer": S},
+            ("passage_id",),
+            not_null=("doc_id", "block_id", "split", "text", "token_count", "tokenizer"),
+            allowed={"kind": ("text", "table"), "split": SPLITS},
+            parents={"doc_id": "documents.doc_id"},
+        ),
+        _c(
+            "embeddings",
+            {"passage_id": S, "model": S, "dim": I, "vector": pl.List(pl.Float32)},
+            ("passage_id",),
+            not_null=("model", "vector"),
+            parents={"passage_id": "passages.passage_id"},
+        ),
+        _c(
+            "qa_seeds",
+            {"seed_id": S, "passage_id": S, "doc_id": S, "source": S, "institution": S, "lang": S, "split": S,
+             "question": S, "answer": S, "clue_text": S, "clue_start": I, "answer_start": I, "qa_kind": S,
+             "answerable": B, "method": S, "origin_id": S},
+            ("seed_id",),
+            not_null=("passage_id", "question", "answer", "answerable", "method", "split"),
+            allowed={"method": ("aihub_given", "table_rule"), "split": SPLITS},
+            parents={"passage_id": "passages.passage_id"},
+        ),
+        _c(
+            "triplets",
+            {"triplet_id": S, "passage_id": S, "head": S, "relation": S, "tail": S, "origin": S},
+            ("triplet_id",),
+            not_null=("passage_id", "head", "relation", "tail"),
+            parents={"passage_id": "passages.passage_id"},
+            allow_empty=True,
+        ),
+        _c(
+            "retrievals",
+            {"seed_id": S, "rank": I, "passage_id": S, "score": F, "is_gold": B, "is_positive": B},
+            ("seed_id", "rank"),
+            not_null=("passage_id", "score", "is_gold", "is_positive"),
+            parents={"seed_id": "qa_seeds.seed_id", "passage_id": "passages.passage_id"},
+        ),
+        _c(
+            "hard_negatives",
+            {"seed_id": S, "passage_id": S, "candidate_rank": I, "score": F},
+            ("seed_id", "passage_id"),
+            not_null=("candidate_rank", "score"),
+            parents={"seed_id": "qa_seeds.seed_id", "passage_id": "passages.passage_id"},
+        ),
+        _c(
+            "dialogues",
+            {"dialogue_id": S, "doc_id": S, "source": S, "institution": S, "lang": S, "split": S, "n_turns": I,
+             "seed_ids": pl.List(S), "has_reconfirm": B},
+            ("dialogue_id",),
+            not_null=("doc_id", "split", "n_turns"),
+            allowed={"split": SPLITS},
+            parents={"doc_id": "documents.doc_id"},
+        ),
+        _c(
+            "turns",
+            {"turn_id": S, "dialogue_id": S, "turn_index": I, "seed_id": S, "kind": S, "reconfirms_turn": I,
+             "standalone_query": S, "query": S, "response": S, "answerable": B, "gold_passage_id": S,
+             "clue_text": S, "answer": S, "context": CONTEXT},
+            ("turn_id",),
+            not_null=("dialogue_id", "turn_index", "seed_id", "standalone_query", "query", "response", "answerable", "context"),
+            allowed={"kind": ("question", "reconfirm")},
+            parents={"dialogue_id": "dialogues.dialogue_id", "seed_id": "qa_seeds.seed_id"},
+        ),
+        _c(
+            "dialogue_qc",
+            {"dialogue_id": S, "answerability": F, "plausibility": I, "correctness": F, "diversity": I,
+             "coherency": I, "passed": B, "reasons": pl.List(S), "judge": S},
+            ("dialogue_id",),
+            not_null=("answerability", "plausibility", "correctness", "diversity", "coherency", "passed"),
+            parents={"dialogue_id": "dialogues.dialogue_id"},
+        ),
+        _c(
+            "injections",
+            {"injection_id": S, "dialogue_id": S, "turn_id": S, "turn_index": I, "split": S, "injector": S,
+             "hallu_type": S, "hallu_subtype": S, "original_response": S, "injected_response": S,
+             "injected_context": CONTEXT, "counterpart_response": S, "counterpart_label": S, "edit": S},
+            ("injection_id",),
+            not_null=("dialogue_id", "turn_id", "injector", "hallu_type", "injected_response", "counterpart_response"),
+            allowed={"hallu_type": HALLU_TYPES, "hallu_subtype": HALLU_SUBTYPES,
+                     "counterpart_label": ("faithful_answer", "true_refusal")},
+            parents={"dialogue_id": "dialogues.dialogue_id", "turn_id": "turns.turn_id"},
+        ),
+        _c(
+            "injection_qc",
+            {"injection_id": S, "appropriate": B, "naturalness": I, "passed": B, "reasons": pl.List(S), "judge": S},
+            ("injection_id",),
+            not_null=("appropriate", "naturalness", "passed"),
+            parents={"injection_id": "injections.injection_id"},
+        ),
+        _c(
+            "samples",
+            {"sample_id": S, "pair_id": S, "dialogue_id": S, "split": S, "source": S, "institution": S, "lang": S,
+             "turn_index": I, "history": MESSAGES, "query": S, "standalone_query": S, "passages": SAMPLE_PASSAGES,
+             "response": S, "answerable": B, "label_binary": S, "label_4class": S, "hallu_type": S,
+             "hallu_subtype": S, "injector": S},
+            ("sample_id",),
+            not_null=("pair_id", "dialogue_id", "split", "source", "query", "response", "answerable",
+                      "label_binary", "label_4class", "passages", "history"),
+            allowed={"split": SPLITS, "source": SOURCES, "label_binary": LABEL_BINARY, "label_4class": LABEL_4CLASS,
+                     "hallu_type": HALLU_TYPES, "hallu_subtype": HALLU_SUBTYPES},
+            parents={"dialogue_id": "dialogues.dialogue_id"},
+        ),
+        _c(
+            "dataset_stats",
+            {"split": S, "metric": S, "slice": S, "value": F},
+            ("split", "metric", "slice"),
+            not_null=("value",),
+        ),
+        _c(
+            "detections",
+            {"eval_id": S, "detector": S, "sample_id": S, "score": F, "pred_binary": S, "pred_4class": S,
+             "pred_type": S, "rationale": S},
+            ("eval_id", "detector", "sample_id"),
+            not_null=("score", "pred_binary", "pred_4class"),
+            allowed={"pred_binary": LABEL_BINARY, "pred_4class": LABEL_4CLASS, "pred_type": HALLU_TYPES},
+            parents={"sample_id": "samples.sample_id"},
+        ),
+        _c(
+            "metrics",
+            {"eval_id": S, "dataset": S, "dataset_version": S, "detector": S, "setting": S, "slice": S,
+             "metric": S, "value": F, "ci_low": F, "ci_high": F, "n": I},
+            ("eval_id", "detector", "setting", "slice", "metric"),
+            not_null=("dataset", "dataset_version", "value", "n"),
+            allowed={"setting": ("binary", "4class", "type")},
+        ),
+        _c(
+            "confusion",
+            {"eval_id": S, "detector": S, "setting": S, "slice": S, "true_label": S, "pred_label": S, "count": I},
+            ("eval_id", "detector", "setting", "slice", "true_label", "pred_label"),
+            not_null=("count",),
+            allowed={"setting": ("binary", "4class", "type")},
+        ),
+        _c(
+            "report_index",
+            {"report_id": S, "title": S, "detectors": pl.List(S), "html": S},
+            ("report_id",),
+            not_null=("title", "html"),
+        ),
+    ]
+}

@@ -1,0 +1,187 @@
+"""Data-quality gates: one Great Expectations suite per published table.
+
+Suites come from the table contracts (columns, value types, keys, nulls, allowed values,
+referential integrity, non-empty) plus stage rules (`schemas/rules.py`) that check derived
+frames. Validation runs through GX's pandas datasource (STACK-NOTES: the DuckDB SQL
+datasource silently resolves no rows). An expectation that raised inside GX is an *error*,
+never read as bad data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from finhallu.schemas.contracts import CONTRACTS, Contract
+
+# GX value-type names as GX reports them for Arrow-backed pandas columns.
+_GX_TYPE = {
+    pl.String: "str",
+    pl.Int64: "int",
+    pl.Float64: "float",
+    pl.Boolean: "bool",
+}
+
+_lock = threading.Lock()
+_ctx_cache: dict = {}
+
+
+@dataclass
+class GateResult:
+    table: str
+    rows: list[dict] = field(default_factory=list)  # one per expectation, dq_results layout
+
+    @property
+    def failed(self) -> list[dict]:
+        return [r for r in self.rows if r["outcome"] == "failed"]
+
+    @property
+    def errored(self) -> list[dict]:
+        return [r for r in self.rows if r["outcome"] == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.errored
+
+    @property
+    def outcome(self) -> str:
+        return "error" if self.errored else ("failed" if self.failed else "passed")
+
+    def message(self, limit: int = 5) -> str:
+        lines = []
+        for r in (self.errored + self.failed)[:limit]:
+            what = r["expectation"] + (f" on column {r['column_name']!r}" if r["column_name"] else "")
+            if r["outcome"] == "error":
+                lines.append(f"  ERROR {what}: expectation raised inside Great Expectations: {r['detail']}")
+            else:
+                lines.append(f"  FAILED {what}: {r['unexpected_count'] if r['unexpected_count'] is not None else '?'} "
+                             f"unexpected; {r['detail'] or ''} offending rows: {r['sample']}")
+        return f"gate for table {self.table!r} {self.outcome}:\n" + "\n".join(lines)
+
+
+class GateFailed(RuntimeError):
+    def __init__(self, result: GateResult, stage: str):
+        super().__init__(f"stage {stage!r}: " + result.message())
+        self.result = result
+        self.stage = stage
+
+
+def _gx():
+    """Ephemeral GX context, created once per process (GX import costs ~3 s: only when gating)."""
+    with _lock:
+        if "ctx" not in _ctx_cache:
+            import great_expectations as gx
+            from great_expectations.data_context.types.base import ProgressBarsConfig
+
+            for name in ("great_expectations", "great_expectations.data_context.types.base"):
+                logging.getLogger(name).setLevel(logging.ERROR)
+            ctx = gx.get_context(mode="ephemeral")
+            ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+            asset = ctx.data_sources.add_pandas("finhallu").add_dataframe_asset("frame")
+            _ctx_cache["ctx"] = ctx
+            _ctx_cache["batch"] = asset.add_batch_definition_whole_dataframe("whole")
+        return _ctx_cache["ctx"], _ctx_cache["batch"]
+
+
+def _value_type(dtype: pl.DataType) -> str | None:
+    if isinstance(dtype, pl.List):
+        return "list"
+    if isinstance(dtype, pl.Struct):
+        return "dict"
+    return _GX_TYPE.get(dtype.base_type())
+
+
+def contract_expectations(contract: Contract, parents: dict[str, pl.DataFrame]) -> list:
+    import great_expectations.expectations as gxe
+
+    exps = [gxe.ExpectTableColumnsToMatchOrderedList(column_list=list(contract.columns))]
+    if not contract.allow_empty:
+        exps.append(gxe.ExpectTableRowCountToBeBetween(min_value=1))
+    for col, dtype in contract.columns.items():
+        vt = _value_type(dtype)
+        if vt:
+            exps.append(gxe.ExpectColumnValuesToBeOfType(column=col, type_=vt))
+    key_cols = list(contract.key)
+    for col in dict.fromkeys(key_cols + list(contract.not_null)):
+        exps.append(gxe.ExpectColumnValuesToNotBeNull(column=col))
+    if len(key_cols) == 1:
+        exps.append(gxe.ExpectColumnValuesToBeUnique(column=key_cols[0]))
+    elif len(key_cols) > 1:
+        exps.append(gxe.ExpectCompoundColumnsToBeUnique(column_list=key_cols))
+    for col, values in contract.allowed.items():
+        exps.append(gxe.ExpectColumnValuesToBeInSet(column=col, value_set=list(values)))
+    for col, target in contract.parents.items():
+        table, pcol = target.split(".")
+        if table in parents:
+            keys = parents[table][pcol].drop_nulls().unique().to_list()
+            exps.append(gxe.ExpectColumnValuesToBeInSet(column=col, value_set=keys, meta={"rule": f"references {target}"}))
+    return exps
+
+
+def _validate(frame: pl.DataFrame, expectations: list, suite_name: str, sample_cols: list[str]) -> list[dict]:
+    import great_expectations as gx
+
+    ctx, batch = _gx()
+    pdf = frame.to_pandas(use_pyarrow_extension_array=True)
+    with _lock:
+        suite = ctx.suites.add(gx.ExpectationSuite(name=f"{suite_name}-{uuid.uuid4().hex[:8]}", expectations=expectations))
+        vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=suite.name, data=batch, suite=suite))
+    res = vd.run(batch_parameters={"dataframe": pdf},
+                 result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5})
+    out = []
+    for r in res.results:
+        cfg = r.expectation_config
+        column = cfg.kwargs.get("column")
+        raised = bool(r.exception_info and r.exception_info.get("raised_exception"))
+        result = r.result or {}
+        sample = None
+        detail = (cfg.meta or {}).get("rule", "")
+        if raised:
+            detail = (r.exception_info.get("exception_message") or "")[:500]
+        elif not r.success:
+            idx = result.get("partial_unexpected_index_list") or []
+            cols = [c for c in sample_cols if c in frame.columns] + ([column] if column and column not in sample_cols else [])
+            if idx and cols:
+                sample = json.dumps(frame[[int(i) for i in idx[:5]]].select(cols).to_dicts(), ensure_ascii=False, default=str)[:1500]
+            elif result.get("observed_value") is not None:
+                sample = json.dumps({"observed_value": result.get("observed_value")}, ensure_ascii=False, default=str)[:500]
+        out.append({
+            "suite": suite_name,
+            "expectation": cfg.type,
+            "column_name": column,
+            "outcome": "error" if raised else ("passed" if r.success else "failed"),
+            "unexpected_count": result.get("unexpected_count"),
+            "sample": sample,
+            "detail": detail,
+        })
+    return out
+
+
+def run_gate(table: str, df: pl.DataFrame, parents: dict[str, pl.DataFrame]) -> GateResult:
+    """Validate one output table: the contract suite, then each stage rule on its derived frame."""
+    from finhallu.schemas.rules import RULES
+
+    contract = CONTRACTS[table]
+    result = GateResult(table)
+    result.rows += _validate(df, contract_expectations(contract, parents), f"{table}.contract", list(contract.key))
+    for rule in RULES.get(table, []):
+        import great_expectations.expectations as gxe
+
+        try:
+            derived = rule.derive(df, parents)
+        except Exception as exc:  # a rule that cannot run is an error, not a pass
+            result.rows.append({"suite": f"{table}.{rule.name}", "expectation": rule.name, "column_name": None,
+                                "outcome": "error", "unexpected_count": None, "sample": None,
+                                "detail": f"{type(exc).__name__}: {exc}"})
+            continue
+        exp = gxe.ExpectColumnValuesToBeInSet(column="ok", value_set=[True], meta={"rule": rule.description})
+        rows = _validate(derived, [exp], f"{table}.{rule.name}", [c for c in derived.columns if c != "ok"])
+        for row in rows:
+            row["expectation"] = f"{rule.name} ({row['expectation']})"
+        result.rows += rows
+    return result

@@ -1,0 +1,144 @@
+"""assemble: QC-passing injections -> paired turn-level `samples` and `dataset_stats`.
+
+Each kept injection yields a pair sharing history, query and passages: the hallucinated
+sample and its faithful counterpart (the original answer, or for False Acceptance a refusal
+over the same hard negatives, i.e. a True Refusal). Statistics follow the paper's Table 2
+plus the validity measures of DESIGN (fingerprints, leakage, retrieval recall).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import polars as pl
+
+from finhallu.config import AssembleConfig
+from finhallu.taxonomy import labels_for
+from finhallu.tasks.base import Frames, StageContext
+
+
+def _sid(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
+
+
+def build_samples(inputs: Frames) -> pl.DataFrame:
+    passages = {p["passage_id"]: p for p in inputs["passages"].select("passage_id", "text").iter_rows(named=True)}
+    dialogues = {d["dialogue_id"]: d for d in inputs["dialogues"].iter_rows(named=True)}
+    turns: dict[str, list[dict]] = {}
+    for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
+        turns.setdefault(t["dialogue_id"], []).append(t)
+    passed = set(inputs["injection_qc"].filter(pl.col("passed"))["injection_id"].to_list())
+    rows = []
+    for inj in inputs["injections"].filter(pl.col("injection_id").is_in(list(passed))).sort("injection_id").iter_rows(named=True):
+        d = dialogues[inj["dialogue_id"]]
+        dturns = turns[inj["dialogue_id"]]
+        turn = dturns[inj["turn_index"] - 1]
+        history = []
+        for t in dturns[: inj["turn_index"] - 1]:
+            history += [{"role": "user", "content": t["query"]}, {"role": "assistant", "content": t["response"]}]
+        shown = [{"passage_id": c["passage_id"], "text": passages[c["passage_id"]]["text"], "role": c["role"]}
+                 for c in inj["injected_context"]]
+        answerable = inj["hallu_type"] not in ("false_acceptance",) and turn["answerable"]
+        base = {
+            "pair_id": inj["injection_id"], "dialogue_id": d["dialogue_id"], "split": d["split"], "source": d["source"],
+            "institution": d["institution"], "lang": d["lang"], "turn_index": inj["turn_index"], "history": history,
+            "query": turn["query"], "standalone_query": turn["standalone_query"], "passages": shown,
+            "answerable": answerable, "injector": inj["injector"],
+        }
+        hb, h4 = labels_for(inj["hallu_type"], answerable)
+        rows.append({**base, "sample_id": f"smp-{_sid(inj['injection_id'], 'h')}", "response": inj["injected_response"],
+                     "label_binary": hb, "label_4class": h4, "hallu_type": inj["hallu_type"],
+                     "hallu_subtype": inj["hallu_subtype"]})
+        fb, f4 = labels_for(None, answerable)
+        rows.append({**base, "sample_id": f"smp-{_sid(inj['injection_id'], 'f')}", "response": inj["counterpart_response"],
+                     "label_binary": fb, "label_4class": f4, "hallu_type": None, "hallu_subtype": None})
+    return pl.DataFrame(rows, infer_schema_length=None).sort("sample_id")
+
+
+def fingerprint_scores(samples: pl.DataFrame, folds: int, seed: int) -> dict[str, float]:
+    """Can the label be told from the response alone? Response-only char 2-4-gram TF-IDF + LR
+    (cross-validated, grouped by pair) and a length-only threshold, on pairs whose responses differ."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold, cross_val_predict
+
+    differing = samples.group_by("pair_id").agg(pl.col("response").n_unique().alias("k")).filter(pl.col("k") == 2)["pair_id"]
+    df = samples.filter(pl.col("pair_id").is_in(differing.to_list())).sort("sample_id")
+    n_pairs = df["pair_id"].n_unique()
+    if n_pairs < max(4, folds):
+        return {"fingerprint_pairs": float(n_pairs)}
+    y = (df["label_binary"] == "hallucinated").to_numpy().astype(int)
+    groups = df["pair_id"].to_numpy()
+    x_text = df["response"].to_list()
+    cv = GroupKFold(n_splits=min(folds, n_pairs))
+    vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), min_df=1, sublinear_tf=True)
+    x = vec.fit_transform(x_text)
+    pred = cross_val_predict(LogisticRegression(max_iter=2000, C=1.0, random_state=seed), x, y, cv=cv, groups=groups)
+    tfidf_acc = float((pred == y).mean())
+    # Length-only: best threshold (either direction) learned on training folds, scored on held-out folds.
+    lengths = np.array([len(t) for t in x_text], dtype=float)
+    correct = 0
+    for train, test in cv.split(lengths, y, groups):
+        best = (0.0, 0.0, 1)
+        for thr in np.unique(lengths[train]):
+            for sign in (1, -1):
+                acc = ((sign * (lengths[train] - thr) > 0).astype(int) == y[train]).mean()
+                if acc > best[0]:
+                    best = (acc, thr, sign)
+        _, thr, sign = best
+        correct += int(((sign * (lengths[test] - thr) > 0).astype(int) == y[test]).sum())
+    return {"fingerprint_pairs": float(n_pairs), "fingerprint_tfidf_lr_accuracy": tfidf_acc,
+            "fingerprint_length_accuracy": correct / len(y)}
+
+
+def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, seed: int) -> pl.DataFrame:
+    rows: list[dict] = []
+
+    def add(split, metric, slice_, value):
+        rows.append({"split": split, "metric": metric, "slice": slice_, "value": float(value)})
+
+    for split in ["all"] + sorted(samples["split"].unique().to_list()):
+        s = samples if split == "all" else samples.filter(pl.col("split") == split)
+        add(split, "samples", "all", s.height)
+        add(split, "pairs", "all", s["pair_id"].n_unique())
+        add(split, "dialogues", "all", s["dialogue_id"].n_unique())
+        for col in ("label_4class", "hallu_type", "hallu_subtype", "source", "lang", "injector", "institution"):
+            for key, n in s.group_by(col).len().sort(col).iter_rows():
+                if key is not None:
+                    add(split, f"samples_by_{col}", key, n)
+        add(split, "mean_turn_index", "all", s["turn_index"].mean())
+        add(split, "mean_history_turns", "all", s["history"].list.len().mean() / 2)
+        add(split, "mean_response_chars", "all", s["response"].str.len_chars().mean())
+        add(split, "mean_query_chars", "all", s["query"].str.len_chars().mean())
+    d = inputs["dialogues"]
+    qc = inputs["dialogue_qc"]
+    add("all", "dialogues_generated", "all", d.height)
+    add("all", "dialogue_retention", "all", qc["passed"].mean() if qc.height else 0.0)
+    add("all", "mean_turns_per_dialogue", "all", d["n_turns"].mean())
+    add("all", "dialogues_with_reconfirm", "all", d["has_reconfirm"].sum())
+    iq = inputs["injection_qc"]
+    add("all", "injections_generated", "all", inputs["injections"].height)
+    add("all", "injection_retention", "all", iq["passed"].mean() if iq.height else 0.0)
+    # Leakage: documents, passages and institutions shared between splits (must be 0).
+    shown = samples.select("split", pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("p")).explode("p")
+    add("all", "leakage_passages_in_two_splits", "all", shown.group_by("p").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height)
+    add("all", "leakage_institutions_in_two_splits", "all",
+        samples.group_by("institution").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height)
+    ret = inputs["retrievals"]
+    n_answerable = int(inputs["qa_seeds"]["answerable"].sum()) or 1
+    for k in (1, 5, 10):
+        hit = ret.filter(pl.col("is_gold") & (pl.col("rank") <= k))["seed_id"].n_unique()
+        add("all", f"retrieval_recall@{k}", "all", hit / n_answerable)
+    for key, value in fingerprint_scores(samples, cfg.fingerprint_folds, seed).items():
+        add("all", key, "all", value)
+    return pl.DataFrame(rows)
+
+
+def run(inputs: Frames, ctx: StageContext) -> Frames:
+    cfg: AssembleConfig = ctx.config
+    samples = build_samples(inputs)
+    ctx.progress(1, 2)
+    stats = dataset_stats(samples, inputs, cfg, ctx.seed)
+    ctx.progress(2, 2)
+    return {"samples": samples, "dataset_stats": stats}

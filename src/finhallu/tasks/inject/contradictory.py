@@ -1,0 +1,85 @@
+"""Contradictory: the response conflicts with the evidence (or with the dialogue history)."""
+
+from __future__ import annotations
+
+import random
+
+from finhallu.tasks.inject import Injected, TurnView, register_injector
+from finhallu.tasks.inject.edits import change_number, swap_first
+from finhallu.tasks.inject.lexicon import MODIFIERS, TERMS
+from finhallu.tasks.textnorm import find_numbers, number_keys, normalize
+
+
+def _evidence_keys(view: TurnView) -> set[str]:
+    keys: set[str] = set()
+    for text in view.evidence:
+        keys |= number_keys(text)
+    return keys
+
+
+def number_error(view: TurnView, rng: random.Random) -> Injected | None:
+    resp = view.turn["response"]
+    ev_keys = _evidence_keys(view)
+    spans = [s for s in find_numbers(resp) if number_keys(s.raw) & ev_keys]
+    # Prefer the number that is the answer itself.
+    answer_keys = number_keys(view.turn.get("answer") or "")
+    spans.sort(key=lambda s: (not (number_keys(s.raw) & answer_keys), s.start))
+    for span in spans:
+        new = change_number(resp, span, ev_keys | number_keys(view.history_text), rng)
+        if new:
+            new_span = new[span.start:span.start + len(new) - len(resp) + len(span.raw)]
+            return Injected("number_error", new, f"{span.raw} -> {new_span}")
+    return None
+
+
+def _swap(view: TurnView, lexicon: dict, subtype: str) -> Injected | None:
+    resp = view.turn["response"]
+    out = swap_first(resp, lexicon[view.lang], view.lang)
+    if not out:
+        return None
+    new, old, repl = out
+    evidence = normalize("\n".join(view.evidence))
+    # The edited sentence must not be stated by the evidence (else it is not a contradiction).
+    changed = next((s for s in new.split(". ") if repl in s), new)
+    if normalize(changed).rstrip(".") in evidence:
+        return None
+    return Injected(subtype, new, f"{old} -> {repl}")
+
+
+def inconsistency(view: TurnView, rng: random.Random) -> Injected | None:
+    """Reconfirm turns: the reconfirmation states something other than what was said before."""
+    if view.turn["kind"] != "reconfirm":
+        return None
+    resp = view.turn["response"]
+    said = number_keys(view.history_text)
+    forbidden = said | _evidence_keys(view)
+    for span in find_numbers(resp):
+        if number_keys(span.raw) & said:
+            new = change_number(resp, span, forbidden, rng)
+            if new:
+                return Injected("inconsistency", new, f"{span.raw} (as said earlier) -> changed")
+    out = swap_first(resp, TERMS[view.lang] + MODIFIERS[view.lang], view.lang)
+    if out and out[1] in view.history_text:
+        return Injected("inconsistency", out[0], f"{out[1]} (as said earlier) -> {out[2]}")
+    return None
+
+
+_SUBTYPES = {
+    "number_error": number_error,
+    "modifier_change": lambda v, rng: _swap(v, MODIFIERS, "modifier_change"),
+    "financial_term_misunderstanding": lambda v, rng: _swap(v, TERMS, "financial_term_misunderstanding"),
+    "inconsistency": inconsistency,
+}
+
+
+def _prefers(view: TurnView) -> float:
+    resp = view.turn["response"]
+    score = len(find_numbers(resp)) + sum(1 for a, _ in TERMS[view.lang] if a in resp)
+    return score + (3 if view.turn["kind"] == "reconfirm" else 0)
+
+
+@register_injector("contradictory", tuple(_SUBTYPES), _prefers)
+def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected | None:
+    if not view.turn["answerable"]:
+        return None
+    return _SUBTYPES[subtype](view, rng)

@@ -1,0 +1,57 @@
+"""Unverifiable: the response adds what the evidence cannot support (a fabricated detail or an opinion).
+
+The added sentence takes the place of a trailing supporting sentence when the response has
+one, so the edit stays minimal and the length does not give the label away.
+"""
+
+from __future__ import annotations
+
+import random
+
+from finhallu.tasks.inject import Injected, TurnView, register_injector
+from finhallu.tasks.inject.lexicon import FABRICATED, OPINIONS, ORGS
+from finhallu.tasks.textnorm import number_keys, split_sentences
+
+_MONTHS = ["January", "March", "June", "September", "December"]
+
+
+def _bank(items: list[str], variant: str) -> list[str]:
+    # Two injectors draw from interleaved halves of each bank: different phrasing, same kinds of claims.
+    half = items[0::2] if variant.endswith("a") else items[1::2]
+    return half or items
+
+
+def _fill(template: str, lang: str, rng: random.Random) -> str:
+    return template.format(
+        year=rng.choice([2026, 2027]), month=rng.randint(1, 12), pct=rng.choice(["0.3", "0.5", "1.2", "2.5"]),
+        days=rng.choice([3, 5, 7, 14]), fee=rng.choice(["1,000", "2,000", "5,000"]), amount=rng.choice([30, 50, 200, 300]),
+        count=rng.choice([3, 12, 27, 41]), org=rng.choice(ORGS[lang]), quarter=rng.choice(["first", "third"]),
+        month_name=rng.choice(_MONTHS),
+    )
+
+
+def _place(response: str, sentence: str) -> tuple[str, str]:
+    sents = split_sentences(response)
+    if len(sents) >= 2:
+        return " ".join(sents[:-1] + [sentence]), f"replaced supporting sentence with: {sentence}"
+    return response.rstrip() + " " + sentence, f"added: {sentence}"
+
+
+@register_injector("unverifiable", ("fabricated_detail", "subjective_opinion"),
+                   prefers=lambda v: 1.0 + len(split_sentences(v.turn["response"])))
+def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected | None:
+    if not view.turn["answerable"]:
+        return None
+    evidence_keys = set().union(*(number_keys(t) for t in view.evidence)) if view.evidence else set()
+    if subtype == "fabricated_detail":
+        for _ in range(6):
+            sent = _fill(rng.choice(_bank(FABRICATED[view.lang], view.variant)), view.lang, rng)
+            if not (number_keys(sent) & evidence_keys):
+                new, edit = _place(view.turn["response"], sent)
+                return Injected("fabricated_detail", new, edit)
+        return None
+    if subtype == "subjective_opinion":
+        sent = rng.choice(_bank(OPINIONS[view.lang], view.variant))
+        new, edit = _place(view.turn["response"], sent)
+        return Injected("subjective_opinion", new, edit)
+    return None

@@ -1,0 +1,109 @@
+"""metrics: detections x samples -> `metrics` (with bootstrap CIs) and `confusion` (K-FinHallu §5).
+
+Settings: binary (hallucinated = positive), 4-class (faithful_answer / hallucination /
+false_refusal / true_refusal) and type (hallucination type on hallucinated samples).
+Slices: all, split, source, language, and hallucination type (each type's pairs).
+Confidence intervals: percentile bootstrap, resampling within each true label (stratified).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from finhallu.config import MetricsConfig
+from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.detect import DATASET
+
+
+def _f1(y: np.ndarray, p: np.ndarray, label) -> float:
+    tp = np.sum((y == label) & (p == label))
+    fp = np.sum((y != label) & (p == label))
+    fn = np.sum((y == label) & (p != label))
+    return float(2 * tp / (2 * tp + fp + fn)) if tp + fp + fn else 0.0
+
+
+def binary_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    pos = "hallucinated"
+    tp = np.sum((y == pos) & (p == pos))
+    fp = np.sum((y != pos) & (p == pos))
+    fn = np.sum((y == pos) & (p != pos))
+    tn = np.sum((y != pos) & (p != pos))
+    rec = tp / (tp + fn) if tp + fn else 0.0
+    spec = tn / (tn + fp) if tn + fp else 0.0
+    return {
+        "accuracy": float((y == p).mean()),
+        "precision": float(tp / (tp + fp)) if tp + fp else 0.0,
+        "recall": float(rec),
+        "f1": _f1(y, p, pos),
+        "balanced_accuracy": float((rec + spec) / 2),
+    }
+
+
+def multiclass_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    labels = sorted(set(y.tolist()))
+    return {"accuracy": float((y == p).mean()), "macro_f1": float(np.mean([_f1(y, p, lab) for lab in labels]))}
+
+
+def _bootstrap(y, p, fn, resamples: int, confidence: float, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    strata = [np.flatnonzero(y == lab) for lab in np.unique(y)]
+    draws: dict[str, list[float]] = {}
+    for _ in range(resamples):
+        idx = np.concatenate([rng.choice(s, size=len(s), replace=True) for s in strata])
+        for k, v in fn(y[idx], p[idx]).items():
+            draws.setdefault(k, []).append(v)
+    a = (1 - confidence) / 2
+    return {k: (float(np.quantile(v, a)), float(np.quantile(v, 1 - a))) for k, v in draws.items()}
+
+
+def _slices(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    out = [("all", df)]
+    for col in ("split", "source", "lang"):
+        for key in sorted(df[col].unique().to_list()):
+            out.append((f"{col}={key}", df.filter(pl.col(col) == key)))
+    pairs_type = df.filter(pl.col("hallu_type").is_not_null()).select("pair_id", "hallu_type")
+    for t in sorted(pairs_type["hallu_type"].unique().to_list()):
+        ids = pairs_type.filter(pl.col("hallu_type") == t)["pair_id"].to_list()
+        out.append((f"hallu_type={t}", df.filter(pl.col("pair_id").is_in(ids))))
+    return out
+
+
+def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig, seed: int,
+             dataset: str, dataset_version: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    joined = detections.join(samples.drop("history", "passages"), on="sample_id", how="inner")
+    rows, conf = [], []
+    rng = np.random.default_rng(seed)
+    for (eval_id, detector), df in sorted(joined.group_by("eval_id", "detector"), key=lambda kv: kv[0]):
+        for slice_name, s in _slices(df):
+            settings = [("binary", s["label_binary"], s["pred_binary"], binary_metrics),
+                        ("4class", s["label_4class"], s["pred_4class"], multiclass_metrics)]
+            hs = s.filter(pl.col("hallu_type").is_not_null())
+            if hs.height:
+                settings.append(("type", hs["hallu_type"], hs["pred_type"].fill_null("none"), multiclass_metrics))
+            for setting, y_s, p_s, fn in settings:
+                y, p = y_s.to_numpy().astype(str), p_s.to_numpy().astype(str)
+                if len(y) == 0:
+                    continue
+                point = fn(y, p)
+                cis = _bootstrap(y, p, fn, cfg.bootstrap_resamples, cfg.confidence, rng) if cfg.bootstrap_resamples else {}
+                for metric, value in point.items():
+                    lo, hi = cis.get(metric, (None, None))
+                    rows.append({"eval_id": eval_id, "dataset": dataset, "dataset_version": dataset_version,
+                                 "detector": detector, "setting": setting, "slice": slice_name, "metric": metric,
+                                 "value": value, "ci_low": lo, "ci_high": hi, "n": len(y)})
+                if slice_name == "all":
+                    pairs = pl.DataFrame({"t": y, "p": p}).group_by("t", "p").len()
+                    for t, pr, n in pairs.iter_rows():
+                        conf.append({"eval_id": eval_id, "detector": detector, "setting": setting, "slice": slice_name,
+                                     "true_label": t, "pred_label": pr, "count": n})
+    metrics = pl.DataFrame(rows).sort("eval_id", "detector", "setting", "slice", "metric")
+    confusion = pl.DataFrame(conf).sort("eval_id", "detector", "setting", "slice", "true_label", "pred_label")
+    return metrics, confusion
+
+
+def run(inputs: Frames, ctx: StageContext) -> Frames:
+    cfg: MetricsConfig = ctx.config
+    version = ctx.input_hashes.get("samples", "unversioned")[:16]
+    metrics, confusion = evaluate(inputs["samples"], inputs["detections"], cfg, ctx.seed, DATASET, version)
+    ctx.progress(1, 1)
+    return {"metrics": metrics, "confusion": confusion}

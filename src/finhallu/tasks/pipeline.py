@@ -1,0 +1,51 @@
+"""The DAG: every stage with its inputs, outputs, config section, roles and operations."""
+
+from __future__ import annotations
+
+from finhallu.tasks import (assemble, chunking, detect, dialogues, embedding, ingest, injection, judge, metrics,
+                            report, retrieval, seed_qa)
+from finhallu.tasks.base import Stage
+
+STAGES: list[Stage] = [
+    Stage("ingest", ingest.run, (), ("documents", "source_qas", "quarantine"), "ingest",
+          description="raw files -> documents"),
+    Stage("chunk", chunking.run, ("documents",), ("passages",), "chunk", description="structure-aware passages"),
+    Stage("embed", embedding.run, ("passages",), ("embeddings",), "embed", description="passage embeddings"),
+    Stage("seed_qa", seed_qa.run, ("passages", "source_qas"), ("qa_seeds", "triplets"), "seed_qa",
+          description="QA seeds"),
+    Stage("retrieve", retrieval.run, ("passages", "embeddings", "qa_seeds"), ("retrievals", "hard_negatives"),
+          "retrieve", description="top-K retrieval and hard negatives"),
+    Stage("dialogues", dialogues.run, ("documents", "passages", "qa_seeds", "retrievals", "hard_negatives"),
+          ("dialogues", "turns"), "dialogues", roles=("user_llm", "assistant_llm"),
+          operations=("rewrite_query", "answer_turn", "refuse_turn", "reconfirm_turn"),
+          description="faithful multi-turn dialogues"),
+    Stage("dialogue_qc", judge.run_dialogue_qc, ("dialogues", "turns", "passages", "qa_seeds"), ("dialogue_qc",),
+          "dialogue_qc", roles=("dialogue_judge",), operations=("judge_dialogue",), description="dialogue judge"),
+    Stage("inject", injection.run, ("dialogues", "turns", "dialogue_qc", "passages", "qa_seeds", "hard_negatives"),
+          ("injections",), "inject", roles=("injector_a", "injector_b"),
+          operations=("inject_contradictory", "inject_unverifiable", "inject_irrelevance"),
+          description="hallucination injection"),
+    Stage("injection_qc", judge.run_injection_qc, ("injections", "turns", "passages"), ("injection_qc",),
+          "injection_qc", roles=("injection_judge",), operations=("judge_injection",), description="injection judge"),
+    Stage("assemble", assemble.run, ("dialogues", "turns", "injections", "injection_qc", "passages", "dialogue_qc",
+                                     "retrievals", "qa_seeds"),
+          ("samples", "dataset_stats"), "assemble", description="paired samples, splits, statistics"),
+    Stage("detect", detect.run, ("samples",), ("detections",), "detect", roles=("detector_judge",),
+          operations=("detect_hallucination",), description="detectors"),
+    Stage("metrics", metrics.run, ("samples", "detections"), ("metrics", "confusion"), "metrics",
+          description="metrics with bootstrap CIs"),
+    Stage("report", report.run, ("metrics", "confusion", "dataset_stats"), ("report_index",), "report",
+          description="HTML report"),
+]
+STAGES_BY_NAME = {s.name: s for s in STAGES}
+
+
+def descendants(name: str) -> list[str]:
+    """Stages that (transitively) read an output of `name`."""
+    produced = set(STAGES_BY_NAME[name].outputs)
+    out = []
+    for s in STAGES[STAGES.index(STAGES_BY_NAME[name]) + 1:]:
+        if produced & set(s.inputs):
+            out.append(s.name)
+            produced |= set(s.outputs)
+    return out

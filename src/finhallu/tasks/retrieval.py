@@ -1,0 +1,99 @@
+"""retrieve: standalone questions -> top-K `retrievals` and two-step-filtered `hard_negatives`.
+
+Search is exact inner product (FAISS IndexFlatIP over L2-normalized vectors) within the
+seed's own split, so no passage of another split can reach a sample (no leakage).
+Hard negatives (K-FinHallu §4.2, App. C): candidates are top-ranked passages other than the
+gold one; step 1 (lexical) drops any that contain the clue or the answer, after number/unit/
+spacing normalization; step 2 (answerability, rules backend) drops any that still cover most
+of the clue's content words, i.e. could plausibly answer the question.
+"""
+
+from __future__ import annotations
+
+import faiss
+import numpy as np
+import polars as pl
+
+from finhallu.config import RetrieveConfig
+from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.embedding import HashingEmbedder
+from finhallu.tasks.textnorm import contains_normalized, content_words, normalize
+
+
+def embedder_for_model(model_id: str) -> HashingEmbedder:
+    # hashing-char23-w-d2048-v1
+    parts = model_id.split("-")
+    if parts[0] != "hashing":
+        raise ValueError(f"no query encoder registered for embedding model {model_id!r}")
+    ngrams = [int(c) for c in parts[1].removeprefix("char")]
+    dim = int(parts[3].removeprefix("d"))
+    return HashingEmbedder(dim, ngrams)
+
+
+def clue_coverage(passage: str, clue: str | None) -> float:
+    words = set(content_words(clue or ""))
+    if not words:
+        return 0.0
+    have = set(content_words(passage))
+    return len(words & have) / len(words)
+
+
+def answer_is_checkable(seed: dict) -> bool:
+    """Yes/no answers and one-character answers occur everywhere; they identify nothing."""
+    return seed["qa_kind"] != "yesno" and len(normalize(seed["answer"] or "")) >= 2
+
+
+def is_hard_negative(text: str, seed: dict, max_coverage: float) -> bool:
+    if seed["clue_text"] and contains_normalized(text, seed["clue_text"]):
+        return False  # step 1: the clue is there
+    if answer_is_checkable(seed) and contains_normalized(text, seed["answer"]):
+        return False  # step 1: the answer is there
+    return clue_coverage(text, seed["clue_text"]) < max_coverage  # step 2: cannot answer
+
+
+def run(inputs: Frames, ctx: StageContext) -> Frames:
+    cfg: RetrieveConfig = ctx.config
+    passages = inputs["passages"].join(inputs["embeddings"].select("passage_id", "vector", "model"), on="passage_id")
+    seeds = inputs["qa_seeds"]
+    model = passages["model"][0]
+    encoder = embedder_for_model(model)
+    ret_rows, neg_rows = [], []
+    done = 0
+    for split in sorted(seeds["split"].unique().to_list()):
+        ps = passages.filter(pl.col("split") == split)
+        ss = seeds.filter(pl.col("split") == split)
+        if ps.height == 0 or ss.height == 0:
+            continue
+        mat = np.asarray(ps["vector"].to_list(), dtype=np.float32)
+        index = faiss.IndexFlatIP(mat.shape[1])
+        index.add(mat)
+        q = encoder.encode(ss["question"].to_list())
+        pool = min(cfg.candidate_pool, ps.height)
+        scores, idx = index.search(q, pool)
+        pids = ps["passage_id"].to_list()
+        texts = ps["text"].to_list()
+        docs = ps["doc_id"].to_list()
+        for i, seed in enumerate(ss.iter_rows(named=True)):
+            ranked = [(int(j), float(s)) for j, s in zip(idx[i], scores[i]) if j >= 0]
+            for rank, (j, s) in enumerate(ranked[: cfg.top_k], start=1):
+                gold = pids[j] == seed["passage_id"] and seed["answerable"]
+                positive = (not gold) and seed["answerable"] and contains_normalized(texts[j], seed["clue_text"])
+                ret_rows.append({"seed_id": seed["seed_id"], "rank": rank, "passage_id": pids[j], "score": s,
+                                 "is_gold": gold, "is_positive": positive})
+            kept = 0
+            for rank, (j, s) in enumerate(ranked, start=1):
+                if kept >= cfg.top_k:
+                    break
+                if seed["answerable"] and (pids[j] == seed["passage_id"]):
+                    continue
+                if seed["answerable"] and docs[j] == seed["doc_id"] and contains_normalized(texts[j], seed["clue_text"]):
+                    continue
+                if is_hard_negative(texts[j], seed, cfg.max_clue_coverage):
+                    neg_rows.append({"seed_id": seed["seed_id"], "passage_id": pids[j], "candidate_rank": rank, "score": s})
+                    kept += 1
+            done += 1
+            ctx.progress(done, seeds.height)
+    return {
+        "retrievals": pl.DataFrame(ret_rows).sort("seed_id", "rank"),
+        "hard_negatives": pl.DataFrame(neg_rows).sort("seed_id", "candidate_rank"),
+    }

@@ -1,0 +1,132 @@
+"""OpenDART document XML (dart3.xsd, what `document.xml` returns in its ZIP).
+
+Real files declare utf-8 but are often cp949: the bytes decide, not the declaration.
+SECTION-n/TITLE nesting becomes a section path; P -> text, TABLE (TR/TH/TD/TU/TE) -> Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+import lxml.etree
+
+from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
+from finhallu.tasks.sources.tables import grid_to_markdown
+
+_CELL_TAGS = {"TD", "TH", "TU", "TE"}
+_UNIT_RE = re.compile(r"^\(?\s*단위\s*[:：]")
+
+
+def decode_bytes(data: bytes) -> tuple[str, str]:
+    """Sniff the real encoding: strict UTF-8 first, then the Korean code pages."""
+    for enc in ("utf-8-sig", "cp949", "euc-kr"):
+        try:
+            return data.decode(enc), enc
+        except UnicodeDecodeError:
+            continue
+    raise UnicodeDecodeError("dart", data[:1], 0, 1, "neither UTF-8 nor cp949/euc-kr")
+
+
+def _text(el) -> str:
+    return re.sub(r"\s+", " ", "".join(el.itertext())).strip()
+
+
+def _table_md(table) -> str:
+    rows = []
+    for tr in table.iter("TR"):
+        rows.append([(_text(c), int(c.get("ROWSPAN", 1) or 1), int(c.get("COLSPAN", 1) or 1))
+                     for c in tr if isinstance(c.tag, str) and c.tag in _CELL_TAGS])
+    return grid_to_markdown(rows)
+
+
+@register_source("dart", patterns=("*.xml", "*.xhml"))
+def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
+    try:
+        text, encoding = decode_bytes(path.read_bytes())
+    except UnicodeDecodeError as exc:
+        yield Quarantined("dart", str(path), None, None, f"unknown encoding: {exc}")
+        return
+    text = re.sub(r"^\s*<\?xml[^>]*\?>", "", text)
+    try:
+        root = lxml.etree.fromstring(text, lxml.etree.XMLParser(recover=True, huge_tree=True, resolve_entities=False))
+    except lxml.etree.XMLSyntaxError as exc:
+        yield Quarantined("dart", str(path), None, None, f"malformed XML: {exc}")
+        return
+    if root is None or root.tag != "DOCUMENT":
+        yield Quarantined("dart", str(path), None, "DOCUMENT", "not a DART document (no DOCUMENT root)")
+        return
+    company_el = root.find("COMPANY-NAME")
+    company = _text(company_el) if company_el is not None else ""
+    corp_code = company_el.get("AREGCIK") if company_el is not None else None
+    report_el = root.find("DOCUMENT-NAME")
+    report = _text(report_el) if report_el is not None else "DART 공시"
+    period_from = root.find(".//TU[@AUNIT='PERIODFROM']")
+    period_to = root.find(".//TU[@AUNIT='PERIODTO']")
+    period_end = period_to.get("AUNITVALUE") if period_to is not None else None
+    if not company:
+        yield Quarantined("dart", str(path), None, "COMPANY-NAME", "document has no company name")
+        return
+    doc_id = f"dart-{corp_code or path.stem}-{period_end or 'na'}-{report_el.get('ACODE') if report_el is not None else 'x'}"
+    blocks: list[Block] = []
+    body = root.find("BODY")
+
+    def walk(el, path_titles: list[str]):
+        pending_text: list[str] = []
+        unit_note = ""
+
+        def flush():
+            if pending_text:
+                blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(path_titles), "text", "\n".join(pending_text)))
+                pending_text.clear()
+
+        titles = list(path_titles)
+        for child in el:
+            if not isinstance(child.tag, str):
+                continue
+            tag = child.tag
+            if tag == "TITLE":
+                flush()
+                # A TITLE outside any SECTION (e.g. the 목 차 heading) names no section.
+                titles = path_titles + [_text(child)] if el.tag.startswith("SECTION-") else path_titles
+            elif tag.startswith("SECTION-"):
+                flush()
+                walk(child, titles)
+            elif tag == "P":
+                t = _text(child)
+                if t and _UNIT_RE.match(t):
+                    unit_note = t
+                elif t:
+                    pending_text.append(t)
+            elif tag in ("TABLE", "TABLE-GROUP"):
+                tables = [child] if tag == "TABLE" else list(child.iter("TABLE"))
+                for tb in tables:
+                    md = _table_md(tb)
+                    if md:
+                        flush()
+                        caption = (unit_note + "\n") if unit_note else ""
+                        blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(titles), "table", caption + md))
+                unit_note = ""
+            elif tag in ("COVER", "PGBRK", "IMAGE"):
+                continue
+            else:
+                walk(child, titles)
+        flush()
+
+    if body is not None:
+        walk(body, [])
+    if not blocks:
+        yield Quarantined("dart", str(path), None, "BODY", "document has no text")
+        return
+    yield LoadedDoc(
+        doc_id=doc_id,
+        source="dart",
+        institution=company,
+        lang="ko",
+        title=f"{company} {report}",
+        doc_type=report,
+        published=(f"{period_from.get('AUNITVALUE')}-{period_end}" if period_from is not None and period_end else period_end),
+        source_path=f"{path} ({encoding})",
+        blocks=blocks,
+    )

@@ -1,0 +1,164 @@
+"""The DuckDB catalog: a file of views only, rebuilt from the manifest after each publish.
+
+The file is written fresh under a temp name and renamed over `warehouse.duckdb`, so an
+analyst holding it open read-only never blocks a publish and never sees a half-built catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import duckdb
+
+from finhallu.warehouse.store import TableStore, atomic_write_bytes, utc_now
+
+# Fixed column types for the JSON-backed views, so an empty catalog still has a schema.
+DQ_COLUMNS = {
+    "build_id": "VARCHAR",
+    "stage": "VARCHAR",
+    "table_name": "VARCHAR",
+    "suite": "VARCHAR",
+    "expectation": "VARCHAR",
+    "column_name": "VARCHAR",
+    "outcome": "VARCHAR",  # passed | failed | error
+    "unexpected_count": "BIGINT",
+    "sample": "VARCHAR",
+    "detail": "VARCHAR",
+    "checked_at": "VARCHAR",
+}
+BUILD_COLUMNS = {
+    "build_id": "VARCHAR",
+    "profile": "VARCHAR",
+    "status": "VARCHAR",
+    "flow_run_id": "VARCHAR",
+    "started_at": "VARCHAR",
+    "finished_at": "VARCHAR",
+    "config_hash": "VARCHAR",
+    "seed": "BIGINT",
+    "stages_run": "VARCHAR[]",
+    "stages_cached": "VARCHAR[]",
+    "failed_stage": "VARCHAR",
+    "message": "VARCHAR",
+    "report": "VARCHAR",
+}
+VERSION_COLUMNS = {
+    "name": "VARCHAR",
+    "version": "BIGINT",
+    "content_hash": "VARCHAR",
+    "rows": "BIGINT",
+    "columns": "VARCHAR[]",
+    "build_id": "VARCHAR",
+    "flow_run_id": "VARCHAR",
+    "stage": "VARCHAR",
+    "created_at": "VARCHAR",
+    "parents": "VARCHAR[]",
+    "gate": "VARCHAR",
+}
+LLM_CALL_COLUMNS = {
+    "build_id": "VARCHAR",
+    "stage": "VARCHAR",
+    "role": "VARCHAR",
+    "operation": "VARCHAR",
+    "provider": "VARCHAR",
+    "model": "VARCHAR",
+    "input_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "cost_usd": "DOUBLE",
+    "latency_s": "DOUBLE",
+    "cache_hit": "BOOLEAN",
+    "error": "VARCHAR",
+}
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _json_view(name: str, folder: Path, columns: dict[str, str]) -> str:
+    files = sorted(str(p) for p in folder.glob("*.json*")) if folder.exists() else []
+    if not files:
+        cols = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in columns.items())
+        return f"CREATE VIEW {name} AS SELECT {cols} WHERE false"
+    spec = "{" + ", ".join(f"{_sql_str(c)}: {_sql_str(t)}" for c, t in columns.items()) + "}"
+    file_list = "[" + ", ".join(_sql_str(f) for f in files) + "]"
+    return (
+        f"CREATE VIEW {name} AS SELECT * FROM read_json({file_list}, "
+        f"format='newline_delimited', columns={spec})"
+    )
+
+
+class Catalog:
+    def __init__(self, home: Path):
+        self.store = TableStore(home)
+        self.home = self.store.home
+        self.db_path = self.home / "warehouse.duckdb"
+        self.dq_dir = self.store.catalog_dir / "dq_results"
+        self.builds_dir = self.store.catalog_dir / "builds"
+        self.llm_dir = self.store.catalog_dir / "llm_calls"
+
+    # ---- JSON-lines records -----------------------------------------------------------
+    def record_dq(self, build_id: str, stage: str, table: str, rows: list[dict]) -> None:
+        now = utc_now()
+        lines = []
+        for r in rows:
+            row = {c: r.get(c) for c in DQ_COLUMNS}
+            row.update(build_id=build_id, stage=stage, table_name=table, checked_at=now)
+            lines.append(json.dumps(row, ensure_ascii=False, default=str))
+        atomic_write_bytes(
+            self.dq_dir / f"{build_id}__{stage}__{table}.jsonl", ("\n".join(lines) + "\n").encode("utf-8")
+        )
+
+    def record_build(self, build: dict) -> None:
+        row = {c: build.get(c) for c in BUILD_COLUMNS}
+        atomic_write_bytes(self.builds_dir / f"{build['build_id']}.jsonl", (json.dumps(row, ensure_ascii=False) + "\n").encode())
+
+    def builds(self) -> list[dict]:
+        if not self.builds_dir.exists():
+            return []
+        rows = [json.loads(p.read_text()) for p in self.builds_dir.glob("*.jsonl")]
+        return sorted(rows, key=lambda r: r.get("started_at") or "")
+
+    # ---- views --------------------------------------------------------------------------
+    def refresh_views(self) -> Path:
+        store = self.store
+        current = store.current()
+        by_name: dict[str, list[int]] = {}
+        for rec in store.records():
+            by_name.setdefault(rec["name"], []).append(rec["version"])
+
+        stmts = []
+        for name, versions in sorted(by_name.items()):
+            files = [str(store.version_dir(name, v) / "part-0.parquet") for v in sorted(versions)]
+            cur = current.get(name)
+            if cur is not None:
+                latest = str(store.version_dir(name, cur) / "part-0.parquet")
+                stmts.append(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(latest)})")
+            file_list = "[" + ", ".join(_sql_str(f) for f in files) + "]"
+            stmts.append(
+                f"CREATE VIEW {name}_all AS SELECT * FROM read_parquet({file_list}, hive_partitioning=true, union_by_name=true)"
+            )
+        stmts.append(_json_view("table_versions", store.versions_dir, VERSION_COLUMNS))
+        stmts.append(_json_view("dq_results", self.dq_dir, DQ_COLUMNS))
+        stmts.append(_json_view("builds", self.builds_dir, BUILD_COLUMNS))
+        stmts.append(_json_view("llm_calls", self.llm_dir, LLM_CALL_COLUMNS))
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        tmp = self.home / f".warehouse.{uuid.uuid4().hex}.duckdb"
+        con = duckdb.connect(str(tmp))
+        try:
+            for s in stmts:
+                con.execute(s)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.db_path)
+        return self.db_path
+
+
+def connect_readonly(home: Path) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(Path(home) / "warehouse.duckdb"), read_only=True)
