@@ -46,6 +46,23 @@ class RichReporter:
 
 
 def cmd_build(args) -> int:
+    from finhallu.flows.local_api import LocalPrefectAPI, running_ui_url
+
+    api = None
+    if "PREFECT_API_URL" not in os.environ:
+        ui = running_ui_url(_home(args))
+        if ui:  # `finhallu ui` serves this home: send the run there, to be watched live
+            os.environ["PREFECT_API_URL"] = ui
+        else:
+            api = LocalPrefectAPI().start()  # boots while the imports below run
+    try:
+        return _build(args, api)
+    finally:
+        if api:
+            api.stop()
+
+
+def _build(args, api) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -59,6 +76,8 @@ def cmd_build(args) -> int:
     for expr in args.set or []:
         overrides = merge_dicts(overrides, parse_override(expr))
     console = Console(stderr=True)
+    if api:
+        os.environ["PREFECT_API_URL"] = api.wait()
     columns = [SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         with Progress(*columns, console=console, transient=False, disable=args.json) as progress:
@@ -116,10 +135,24 @@ def cmd_stages(args) -> int:
 
 
 def cmd_ui(args) -> int:
+    import subprocess
+
+    from finhallu.flows.local_api import ui_url_file
+
     home = _home(args)
     prepare_prefect_env(home)
-    print(f"Prefect UI on http://127.0.0.1:{args.port} (run history under {os.environ.get('PREFECT_HOME')})", flush=True)
-    os.execvp(sys.executable, [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(args.port)])
+    url_file = ui_url_file(home)
+    print(f"Prefect UI on http://127.0.0.1:{args.port} (run history under {os.environ.get('PREFECT_HOME')}); "
+          "builds on this home report to it while it runs. Ctrl-C stops it.", flush=True)
+    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(args.port)])
+    url_file.write_text(f"http://127.0.0.1:{args.port}/api")
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        return proc.wait()
+    finally:
+        url_file.unlink(missing_ok=True)
 
 
 def cmd_report(args) -> int:

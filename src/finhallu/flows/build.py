@@ -68,8 +68,8 @@ def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = 
             raise result if isinstance(result, BaseException) else RuntimeError(f"stage {stage.name} failed: {state.message}")
         (cached if state.name == "Cached" else ran).append(stage.name)
         refs.update(result)
-        store.set_current(list(result.values()))
-        catalog.refresh_views()
+        if store.set_current(list(result.values())) or not catalog.db_path.exists():
+            catalog.refresh_views()
         reporter().stage_finished(stage.name, "cached" if state.name == "Cached" else "done")
     return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed}
 

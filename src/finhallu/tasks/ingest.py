@@ -12,28 +12,30 @@ from finhallu.tasks.base import Frames, StageContext
 from finhallu.tasks.sources import LoadedDoc, Quarantined, get_loader
 
 
-def source_files(src: SourceConfig) -> list[Path]:
-    """Every file a source entry names, in a stable order."""
+def source_files(src: SourceConfig) -> list[tuple[Path, str]]:
+    """Every file a source entry names, in a stable order, with a location-independent name
+    (`<configured path>/<relative path>`), so tables do not change when the checkout moves."""
     loader = get_loader(src.kind)
-    files: list[Path] = []
+    files: dict[Path, str] = {}
     for spec in src.paths:
         p = resolve_path(spec, Path.cwd())
         if p.is_dir():
             for pattern in loader.patterns:
-                files.extend(sorted(p.rglob(pattern)))
+                for f in p.rglob(pattern):
+                    files.setdefault(f, f"{spec.rstrip('/')}/{f.relative_to(p).as_posix()}")
         elif p.exists():
-            files.append(p)
+            files.setdefault(p, spec)
         else:
             raise FileNotFoundError(f"source {src.kind}: path {p} does not exist")
-    return sorted(set(files))
+    return sorted(files.items())
 
 
 def inputs_fingerprint(cfg: IngestConfig) -> str:
     """Content hash of every raw input file: the ingest stage's cache key covers the data itself."""
     h = hashlib.sha256()
     for src in cfg.sources:
-        for f in source_files(src):
-            h.update(f.name.encode())
+        for f, name in source_files(src):
+            h.update(name.encode())
             h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
 
@@ -50,8 +52,8 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: IngestConfig = ctx.config
     docs, qas, quarantine = [], [], []
     seen: set[str] = set()
-    files = [(src, f) for src in cfg.sources for f in source_files(src)]
-    for n, (src, f) in enumerate(files):
+    files = [(src, f, name) for src in cfg.sources for f, name in source_files(src)]
+    for n, (src, f, name) in enumerate(files):
         loader = get_loader(src.kind)
         try:
             items = list(loader.load(f))
@@ -59,6 +61,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             items = [Quarantined(src.kind, str(f), None, None, f"{type(exc).__name__}: {exc}")]
         for item in items:
             if isinstance(item, Quarantined):
+                item.path = item.path.replace(str(f), name)
                 quarantine.append({**item.__dict__, "stage": "ingest"})
                 continue
             assert isinstance(item, LoadedDoc)
@@ -70,7 +73,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             docs.append({
                 "doc_id": item.doc_id, "source": item.source, "institution": item.institution, "lang": item.lang,
                 "title": item.title, "doc_type": item.doc_type, "published": item.published,
-                "source_path": item.source_path, "split": _split(src, item.institution),
+                "source_path": item.source_path.replace(str(f), name), "split": _split(src, item.institution),
                 "blocks": [b.__dict__ for b in item.blocks],
             })
             qas.extend(item.qas)

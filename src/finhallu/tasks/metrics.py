@@ -16,44 +16,41 @@ from finhallu.tasks.base import Frames, StageContext
 from finhallu.tasks.detect import DATASET
 
 
-def _f1(y: np.ndarray, p: np.ndarray, label) -> float:
-    tp = np.sum((y == label) & (p == label))
-    fp = np.sum((y != label) & (p == label))
-    fn = np.sum((y == label) & (p != label))
-    return float(2 * tp / (2 * tp + fp + fn)) if tp + fp + fn else 0.0
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.divide(a, b, out=np.zeros_like(a, dtype=float), where=b > 0)
 
 
-def binary_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
+def _f1(y: np.ndarray, p: np.ndarray, label) -> np.ndarray:
+    tp = np.sum((y == label) & (p == label), axis=-1)
+    fp = np.sum((y != label) & (p == label), axis=-1)
+    fn = np.sum((y == label) & (p != label), axis=-1)
+    return _div(2.0 * tp, (2 * tp + fp + fn).astype(float))
+
+
+# Metric functions take (..., n) label arrays and return (...)-shaped values, so one call
+# scores the point estimate (1-D) or every bootstrap resample at once (2-D).
+def binary_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
     pos = "hallucinated"
-    tp = np.sum((y == pos) & (p == pos))
-    fp = np.sum((y != pos) & (p == pos))
-    fn = np.sum((y == pos) & (p != pos))
-    tn = np.sum((y != pos) & (p != pos))
-    rec = tp / (tp + fn) if tp + fn else 0.0
-    spec = tn / (tn + fp) if tn + fp else 0.0
-    return {
-        "accuracy": float((y == p).mean()),
-        "precision": float(tp / (tp + fp)) if tp + fp else 0.0,
-        "recall": float(rec),
-        "f1": _f1(y, p, pos),
-        "balanced_accuracy": float((rec + spec) / 2),
-    }
+    tp = np.sum((y == pos) & (p == pos), axis=-1).astype(float)
+    fp = np.sum((y != pos) & (p == pos), axis=-1).astype(float)
+    fn = np.sum((y == pos) & (p != pos), axis=-1).astype(float)
+    tn = np.sum((y != pos) & (p != pos), axis=-1).astype(float)
+    rec, spec = _div(tp, tp + fn), _div(tn, tn + fp)
+    return {"accuracy": np.mean(y == p, axis=-1), "precision": _div(tp, tp + fp), "recall": rec,
+            "f1": _f1(y, p, pos), "balanced_accuracy": (rec + spec) / 2}
 
 
-def multiclass_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
-    labels = sorted(set(y.tolist()))
-    return {"accuracy": float((y == p).mean()), "macro_f1": float(np.mean([_f1(y, p, lab) for lab in labels]))}
+def multiclass_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
+    labels = sorted(set(np.asarray(y).ravel().tolist()))
+    return {"accuracy": np.mean(y == p, axis=-1), "macro_f1": np.mean([_f1(y, p, lab) for lab in labels], axis=0)}
 
 
 def _bootstrap(y, p, fn, resamples: int, confidence: float, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    """Percentile intervals; each resample draws within each true label (stratified)."""
     strata = [np.flatnonzero(y == lab) for lab in np.unique(y)]
-    draws: dict[str, list[float]] = {}
-    for _ in range(resamples):
-        idx = np.concatenate([rng.choice(s, size=len(s), replace=True) for s in strata])
-        for k, v in fn(y[idx], p[idx]).items():
-            draws.setdefault(k, []).append(v)
+    idx = np.concatenate([s[rng.integers(0, len(s), size=(resamples, len(s)))] for s in strata], axis=1)
     a = (1 - confidence) / 2
-    return {k: (float(np.quantile(v, a)), float(np.quantile(v, 1 - a))) for k, v in draws.items()}
+    return {k: (float(np.quantile(v, a)), float(np.quantile(v, 1 - a))) for k, v in fn(y[idx], p[idx]).items()}
 
 
 def _slices(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
@@ -84,7 +81,7 @@ def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig
                 y, p = y_s.to_numpy().astype(str), p_s.to_numpy().astype(str)
                 if len(y) == 0:
                     continue
-                point = fn(y, p)
+                point = {k: float(v) for k, v in fn(y, p).items()}
                 cis = _bootstrap(y, p, fn, cfg.bootstrap_resamples, cfg.confidence, rng) if cfg.bootstrap_resamples else {}
                 for metric, value in point.items():
                     lo, hi = cis.get(metric, (None, None))
