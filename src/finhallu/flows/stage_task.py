@@ -18,7 +18,7 @@ from finhallu.llm.operations import prompt_versions
 from finhallu.progress import reporter
 from finhallu.schemas.contracts import CONTRACTS, ContractError
 from finhallu.schemas.gate import GateFailed, GateResult, run_gate
-from finhallu.tasks.base import StageContext
+from finhallu.tasks.base import StageContext, module_closure_hash
 from finhallu.tasks.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog, TableRef, TableStore
 
@@ -28,6 +28,7 @@ def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildC
     material = {
         "stage": stage.name,
         "code": stage.code_version,
+        "contracts": module_closure_hash("finhallu.schemas.contracts"),  # conform() casts outputs
         "prompts": prompt_versions(stage.operations),
         "config": cfg.section(stage.config_key),
         "seed": cfg.seed,

@@ -123,6 +123,21 @@ def contract_expectations(contract: Contract, parents: dict[str, pl.DataFrame]) 
     return exps
 
 
+def _exception(info) -> str | None:
+    """The message of an exception GX caught, or None. GX nests per-metric records
+    ({metric id: {raised_exception, exception_message}}) for map metrics: check both shapes."""
+    if not info:
+        return None
+    if isinstance(info, dict) and "raised_exception" in info:
+        return (info.get("exception_message") or "exception inside Great Expectations") if info["raised_exception"] else None
+    if isinstance(info, dict):
+        for sub in info.values():
+            msg = _exception(sub)
+            if msg:
+                return msg
+    return None
+
+
 def _validate(frame: pl.DataFrame, expectations: list, suite_name: str, sample_cols: list[str]) -> list[dict]:
     import great_expectations as gx
 
@@ -137,12 +152,13 @@ def _validate(frame: pl.DataFrame, expectations: list, suite_name: str, sample_c
     for r in res.results:
         cfg = r.expectation_config
         column = cfg.kwargs.get("column")
-        raised = bool(r.exception_info and r.exception_info.get("raised_exception"))
+        error = _exception(r.exception_info)
+        raised = error is not None
         result = r.result or {}
         sample = None
         detail = (cfg.meta or {}).get("rule", "")
         if raised:
-            detail = (r.exception_info.get("exception_message") or "")[:500]
+            detail = error[:500]
         elif not r.success:
             idx = result.get("partial_unexpected_index_list") or []
             cols = [c for c in sample_cols if c in frame.columns] + ([column] if column and column not in sample_cols else [])

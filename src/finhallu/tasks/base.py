@@ -68,9 +68,9 @@ def _finhallu_imports(path: Path, module: str) -> set[str]:
                 parts = package.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             if base.startswith("finhallu"):
-                found.add(base)
-                # `from finhallu.tasks import inject` may name submodules
-                found |= {f"{base}.{a.name}" for a in node.names if _safe_is_module(f"{base}.{a.name}")}
+                # `from finhallu.tasks import responses` names a submodule, not the package's contents
+                subs = {f"{base}.{a.name}" for a in node.names if _safe_is_module(f"{base}.{a.name}")}
+                found |= subs if subs else {base}
     return found
 
 
@@ -88,6 +88,11 @@ def module_closure_hash(module: str) -> str:
     Prefect's TASK_SOURCE policy hashes only the task function; an edit in a helper or an
     injector would slip through it. This closure catches them.
     """
+    return hashlib.sha256(repr(sorted(module_closure(module).items())).encode()).hexdigest()
+
+
+def module_closure(module: str) -> dict[str, str]:
+    """{module name: source sha256} for a module and the finhallu modules it reaches."""
     seen: dict[str, str] = {}
     todo = [module]
     while todo:
@@ -101,6 +106,6 @@ def module_closure_hash(module: str) -> str:
         src = path.read_text("utf-8")
         seen[name] = hashlib.sha256(src.encode()).hexdigest()
         todo.extend(_finhallu_imports(path, name) - seen.keys())
-        if path.name == "__init__.py":  # registries: every module in the package registers itself
+        if path.name == "__init__.py" and ("iter_modules" in src or "import_module" in src):  # registries load their modules
             todo.extend(f"{name}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__")
-    return hashlib.sha256(repr(sorted(seen.items())).encode()).hexdigest()
+    return seen

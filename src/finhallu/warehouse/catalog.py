@@ -86,7 +86,7 @@ def _json_view(name: str, folder: Path, columns: dict[str, str]) -> str:
     file_list = "[" + ", ".join(_sql_str(f) for f in files) + "]"
     return (
         f"CREATE VIEW {name} AS SELECT * FROM read_json({file_list}, "
-        f"format='newline_delimited', columns={spec})"
+        f"format='auto', columns={spec})"
     )
 
 

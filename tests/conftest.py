@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FINHALLU = [sys.executable, "-m", "finhallu.cli"]
+
+
+def fixtures_dir() -> Path:
+    return Path(os.environ.get("FINHALLU_FIXTURES", ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def real_data() -> Path:
+    d = fixtures_dir()
+    if not d.exists():
+        pytest.skip(f"real source fixtures not found at {d} (set FINHALLU_FIXTURES)")
+    return d
+
+
+def cli_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    return env
+
+
+def run_cli(*args: str, home: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*FINHALLU, *args, "--home", str(home)], capture_output=True, text=True,
+                          env=cli_env(), timeout=timeout, cwd=ROOT)
+
+
+def build_json(home: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    proc = run_cli("build", "--profile", "demo", "--json", *extra, home=home)
+    line = next((ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("{")), None)
+    return proc, (json.loads(line) if line else None)
+
+
+@pytest.fixture(scope="session")
+def demo_build(tmp_path_factory):
+    """One cold demo build shared by the end-to-end tests (home, summary)."""
+    home = tmp_path_factory.mktemp("demo-home")
+    proc, summary = build_json(home)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return home, summary

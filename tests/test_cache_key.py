@@ -1,0 +1,41 @@
+from pathlib import Path
+
+from finhallu.config import load_config
+from finhallu.flows.stage_task import stage_key_material
+from finhallu.tasks.base import module_closure
+from finhallu.warehouse import TableRef
+
+
+def test_code_version_covers_helpers_and_registries():
+    dialogues = module_closure("finhallu.tasks.dialogues")
+    assert "finhallu.tasks.textnorm" in dialogues  # a helper imported by a helper
+    assert "finhallu.llm.providers.offline" in dialogues  # provider loaded through a registry
+    inject = module_closure("finhallu.tasks.injection")
+    assert {"finhallu.tasks.inject.contradictory", "finhallu.tasks.inject.false_refusal"} <= set(inject)
+    assert "finhallu.tasks.detectors.lexical_support" not in inject  # no needless invalidation
+
+
+def test_key_material_tracks_config_inputs_and_prompts(tmp_path):
+    cfg = load_config("demo")
+    ref = TableRef("samples", 1, "abc", str(tmp_path))
+    base = stage_key_material("detect", {"samples": ref}, cfg, str(tmp_path))
+    knob = load_config("demo", {"detect": {"detectors": {"lexical_support": {"threshold": 0.4}}}})
+    assert stage_key_material("detect", {"samples": ref}, knob, str(tmp_path)) != base
+    other = load_config("demo", {"metrics": {"bootstrap_resamples": 10}})
+    assert stage_key_material("detect", {"samples": ref}, other, str(tmp_path)) == base  # not detect's section
+    changed = TableRef("samples", 2, "def", str(tmp_path))
+    assert stage_key_material("detect", {"samples": changed}, cfg, str(tmp_path)) != base
+    dlg = stage_key_material("dialogues", {}, cfg, str(tmp_path))
+    assert set(dlg["prompts"]) == {"rewrite_query", "answer_turn", "refuse_turn", "reconfirm_turn"}
+    assert all(len(v) == 16 for v in dlg["prompts"].values())
+
+
+def test_ingest_key_covers_raw_file_content(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.json").write_text('{"data": []}')
+    cfg = load_config("demo", {"ingest": {"sources": [{"kind": "aihub", "paths": [str(src)]}]}})
+    k1 = stage_key_material("ingest", {}, cfg, str(tmp_path))["raw_files"]
+    (src / "a.json").write_text('{"data": [ ]}')
+    assert stage_key_material("ingest", {}, cfg, str(tmp_path))["raw_files"] != k1
+    assert Path(src / "a.json").exists()

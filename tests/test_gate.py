@@ -1,0 +1,99 @@
+import json
+
+import great_expectations.expectations as gxe
+import polars as pl
+import pytest
+
+from finhallu.config import load_config
+from finhallu.flows.stage_task import execute_stage
+from finhallu.schemas import gate as gate_mod
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.schemas.gate import GateFailed, run_gate
+from finhallu.schemas.rules import RULES, Rule
+from finhallu.tasks import pipeline
+from finhallu.warehouse import Catalog
+
+
+def _docs(ids, splits=None, institutions=None):
+    n = len(ids)
+    return pl.DataFrame({
+        "doc_id": ids, "source": ["aihub"] * n, "institution": institutions or ["기관A"] * n, "lang": ["ko"] * n,
+        "title": ["t"] * n, "doc_type": ["x"] * n, "published": [None] * n, "source_path": ["p"] * n,
+        "split": splits or ["train"] * n,
+        "blocks": [[{"block_id": "b", "section_path": "s", "kind": "text", "text": "본문"}]] * n,
+    })
+
+
+def test_valid_table_passes():
+    df = CONTRACTS["documents"].conform(_docs(["d1", "d2"]))
+    res = run_gate("documents", df, {})
+    assert res.ok, res.message()
+    assert {r["outcome"] for r in res.rows} == {"passed"}
+
+
+def test_duplicate_key_and_bad_label_fail_with_offending_rows():
+    df = CONTRACTS["documents"].conform(_docs(["d1", "d1", "d3"], splits=["train", "train", "holdout"]))
+    res = run_gate("documents", df, {})
+    assert not res.ok
+    failed = {r["expectation"]: r for r in res.failed}
+    assert "expect_column_values_to_be_unique" in failed
+    assert "d1" in failed["expect_column_values_to_be_unique"]["sample"]
+    assert "holdout" in failed["expect_column_values_to_be_in_set"]["sample"]
+    msg = res.message()
+    assert "documents" in msg and "expect_column_values_to_be_unique" in msg and "d1" in msg
+
+
+def test_stage_rule_institution_in_two_splits_fails():
+    df = CONTRACTS["documents"].conform(_docs(["d1", "d2"], splits=["train", "test"]))
+    res = run_gate("documents", df, {})
+    assert any(r["expectation"].startswith("institution_in_one_split") for r in res.failed)
+
+
+def test_referential_integrity_against_parent():
+    passages = pl.DataFrame({"passage_id": ["p1"], "model": ["m"], "dim": [2], "vector": [[0.1, 0.2]]},
+                            schema_overrides={"vector": pl.List(pl.Float32)})
+    parents = {"passages": pl.DataFrame({"passage_id": ["p2"]})}
+    res = run_gate("embeddings", CONTRACTS["embeddings"].conform(passages), parents)
+    assert any("references passages.passage_id" in (r["detail"] or "") for r in res.failed)
+
+
+def test_expectation_that_raises_is_an_error_not_bad_data():
+    df = pl.DataFrame({"a": [1, 2]})
+    rows = gate_mod._validate(df, [gxe.ExpectColumnValuesToBeUnique(column="no_such_column")], "t", [])
+    assert rows[0]["outcome"] == "error" and rows[0]["detail"]
+
+
+def test_rule_that_crashes_is_an_error(monkeypatch):
+    def boom(df, nb):
+        raise KeyError("neighbour table missing")
+
+    monkeypatch.setitem(RULES, "documents", [Rule("boom", "crashes", boom)])
+    res = run_gate("documents", CONTRACTS["documents"].conform(_docs(["d1"])), {})
+    assert res.outcome == "error" and "neighbour table missing" in res.errored[0]["detail"]
+
+
+def test_failed_gate_publishes_nothing_and_keeps_previous_version(tmp_path, monkeypatch):
+    cfg = load_config("demo")
+    home = str(tmp_path)
+    refs = execute_stage("ingest", {}, cfg, home, "build-1")
+    store = Catalog(tmp_path).store
+    store.set_current(list(refs.values()))
+    good = execute_stage("chunk", {"documents": refs["documents"]}, cfg, home, "build-1")
+    store.set_current(list(good.values()))
+    before = store.current()
+
+    stage = pipeline.STAGES_BY_NAME["chunk"]
+    real = stage.fn
+
+    def duplicated(inputs, ctx):
+        out = real(inputs, ctx)["passages"]
+        return {"passages": pl.concat([out, out.head(3)])}  # duplicate keys
+
+    monkeypatch.setitem(pipeline.STAGES_BY_NAME, "chunk", stage.__class__(**{**stage.__dict__, "fn": duplicated}))
+    with pytest.raises(GateFailed) as err:
+        execute_stage("chunk", {"documents": refs["documents"]}, cfg, home, "build-2")
+    assert "passages" in str(err.value) and "expect_column_values_to_be_unique" in str(err.value)
+    assert [r["version"] for r in store.records("passages")] == [good["passages"].version]
+    assert store.current() == before
+    dq = [json.loads(x) for x in (tmp_path / "catalog" / "dq_results" / "build-2__chunk__passages.jsonl").read_text().splitlines()]
+    assert any(r["outcome"] == "failed" and r["expectation"] == "expect_column_values_to_be_unique" for r in dq)

@@ -1,0 +1,32 @@
+from decimal import Decimal
+
+import pytest
+
+from finhallu.tasks.textnorm import contains_normalized, content_words, find_numbers, normalize, number_keys, particle
+
+
+@pytest.mark.parametrize("a,b", [
+    ("1억 원", "100,000,000원"), ("5천만원", "5,000만 원"), ("16.2 %", "16.2%"), ("1억 5천만 원", "150,000,000원"),
+    ("$1.2 billion", "$1,200 million"), ("3조 2,000억", "3,200,000,000,000"),
+])
+def test_equivalent_amounts_normalize_alike(a, b):
+    assert normalize(a) == normalize(b)
+
+
+def test_different_amounts_stay_different():
+    assert normalize("5천만 원") != normalize("1억 원")
+    assert not contains_normalized("한도는 5,000만 원입니다", "1억 원")
+    assert contains_normalized("한도는 1인당 100,000,000원입니다.", "1억 원")
+
+
+def test_find_numbers_reads_units_and_values():
+    spans = find_numbers("2025년 9월 1일부터 1억 5천만 원, 금리 3.5%p")
+    got = [(s.raw, s.value, s.unit) for s in spans]
+    assert ("1억 5천만 원", Decimal(150000000), "원") in got
+    assert ("3.5%p", Decimal("3.5"), "%p") in got
+    assert number_keys("연 16.2 %") == {"16.2%"}
+
+
+def test_content_words_strip_particles_and_particle_choice():
+    assert content_words("예금자보호 한도는 얼마인가요?") == ["예금자보호", "한도"]
+    assert particle("원금", "을/를") == "을" and particle("이자", "을/를") == "를"

@@ -1,0 +1,89 @@
+import os
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from finhallu.warehouse import Catalog, TableStore, content_hash
+from finhallu.warehouse.lock import HomeBusy, HomeLock
+
+
+def _pub(store, name, df, build="b1"):
+    return store.publish(name, df, parents=[], build_id=build, flow_run_id=None, stage="t", gate="passed")
+
+
+def test_publish_versions_and_dedups(tmp_path):
+    store = TableStore(tmp_path)
+    a = pl.DataFrame({"k": [1, 2], "v": ["x", "y"]})
+    b = pl.DataFrame({"k": [1, 2], "v": ["x", "z"]})
+    r1 = _pub(store, "t", a)
+    assert r1.version == 1 and store.is_published(r1)
+    assert _pub(store, "t", a.clone()) == r1  # identical content re-uses its version
+    r2 = _pub(store, "t", b)
+    assert r2.version == 2 and r2.content_hash != r1.content_hash
+    assert _pub(store, "t", a) == r1  # back to old content: old version, nothing new
+    assert [r["version"] for r in store.records("t")] == [1, 2]
+    rec = store.record("t", 2)
+    assert rec["rows"] == 2 and rec["build_id"] == "b1" and rec["gate"] == "passed"
+
+
+def test_content_hash_ignores_encoding_but_not_values():
+    a = pl.DataFrame({"k": [1, 2]})
+    assert content_hash(a) == content_hash(pl.DataFrame({"k": [1, 2]}))
+    assert content_hash(a) != content_hash(pl.DataFrame({"k": [2, 1]}))
+    assert content_hash(a) != content_hash(pl.DataFrame({"k": [1.0, 2.0]}))
+
+
+def test_killed_publish_leaves_nothing_visible(tmp_path):
+    store = TableStore(tmp_path)
+    cat = Catalog(tmp_path)
+    r1 = _pub(store, "t", pl.DataFrame({"k": [1]}))
+    store.set_current([r1])
+    # What a SIGKILL can leave: a half-written temp dir and a renamed version without its record.
+    (store.tables_dir / "t" / ".tmp-dead").mkdir()
+    orphan = store.version_dir("t", 2)
+    orphan.mkdir()
+    pl.DataFrame({"k": [999]}).write_parquet(orphan / "part-0.parquet")
+    cat.refresh_views()
+    con = duckdb.connect(str(cat.db_path), read_only=True)
+    assert con.execute("SELECT list(k) FROM t").fetchone()[0] == [1]
+    assert con.execute("SELECT list(DISTINCT version) FROM t_all").fetchone()[0] == [1]
+    con.close()
+    removed = store.sweep()
+    assert len(removed) == 2 and not orphan.exists()
+    r2 = _pub(store, "t", pl.DataFrame({"k": [2]}))
+    assert r2.version == 2 and store.read(r2)["k"].to_list() == [2]
+
+
+def test_views_latest_and_all_versions_readonly(tmp_path):
+    store = TableStore(tmp_path)
+    cat = Catalog(tmp_path)
+    r1 = _pub(store, "t", pl.DataFrame({"k": [1]}))
+    r2 = _pub(store, "t", pl.DataFrame({"k": [2, 3]}))
+    store.set_current([r2])
+    cat.refresh_views()
+    reader = duckdb.connect(str(cat.db_path), read_only=True)  # an analyst holding the file open
+    assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+    assert reader.execute("SELECT version, count(*) FROM t_all GROUP BY 1 ORDER BY 1").fetchall() == [(1, 1), (2, 2)]
+    assert reader.execute("SELECT name, version FROM table_versions ORDER BY 2").fetchall() == [("t", 1), ("t", 2)]
+    assert reader.execute("SELECT count(*) FROM dq_results").fetchone()[0] == 0
+    # A publish while the analyst's connection is open must not block or break either side.
+    store.set_current([r1])
+    cat.refresh_views()
+    assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 2  # old snapshot stays readable
+    reader.close()
+    fresh = duckdb.connect(str(cat.db_path), read_only=True)
+    assert fresh.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    with pytest.raises(duckdb.Error):
+        fresh.execute("CREATE TABLE x (a INT)")
+    fresh.close()
+
+
+def test_home_lock_refuses_second_holder(tmp_path):
+    with HomeLock(tmp_path, {"build_id": "first"}):
+        with pytest.raises(HomeBusy, match="another build is running.*first"):
+            with HomeLock(tmp_path, {"build_id": "second"}, wait_s=0.2):
+                pass
+    with HomeLock(tmp_path, {"build_id": "third"}):
+        assert Path(tmp_path, ".build.lock").exists() and os.getpid() > 0
