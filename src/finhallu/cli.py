@@ -59,6 +59,10 @@ def cmd_build(args) -> int:
         return _build(args, api)
     finally:
         if api:
+            if "prefect" in sys.modules:  # deliver queued run logs before the API goes away
+                from prefect.logging.handlers import APILogHandler
+
+                APILogHandler().flush()
             api.stop()
 
 

@@ -68,9 +68,11 @@ def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = 
             raise result if isinstance(result, BaseException) else RuntimeError(f"stage {stage.name} failed: {state.message}")
         (cached if state.name == "Cached" else ran).append(stage.name)
         refs.update(result)
-        if store.set_current(list(result.values())) or not catalog.db_path.exists():
-            catalog.refresh_views()
         reporter().stage_finished(stage.name, "cached" if state.name == "Cached" else "done")
+    # Current versions advance together, only when every stage passed: analysts always query
+    # one consistent build, never a mix of a failed build's early stages and older late ones.
+    store.set_current(list(refs.values()))
+    catalog.refresh_views()
     return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed}
 
 

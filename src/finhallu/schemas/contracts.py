@@ -44,6 +44,8 @@ class Contract:
 
     def conform(self, df: pl.DataFrame) -> pl.DataFrame:
         """Select the contract's columns in order and cast to its types (raises on mismatch)."""
+        if df.width == 0:  # a stage that found nothing returns an empty frame; the gate judges emptiness
+            return pl.DataFrame(schema=self.schema)
         missing = [c for c in self.columns if c not in df.columns]
         extra = [c for c in df.columns if c not in self.columns]
         if missing or extra:

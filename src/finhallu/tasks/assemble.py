@@ -15,7 +15,7 @@ import polars as pl
 
 from finhallu.config import AssembleConfig
 from finhallu.taxonomy import labels_for
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 
 
 def _sid(*parts: object) -> str:
@@ -53,7 +53,7 @@ def build_samples(inputs: Frames) -> pl.DataFrame:
         fb, f4 = labels_for(None, answerable)
         rows.append({**base, "sample_id": f"smp-{_sid(inj['injection_id'], 'f')}", "response": inj["counterpart_response"],
                      "label_binary": fb, "label_4class": f4, "hallu_type": None, "hallu_subtype": None})
-    return pl.DataFrame(rows, infer_schema_length=None).sort("sample_id")
+    return rows_frame(rows, "sample_id")
 
 
 def fingerprint_scores(samples: pl.DataFrame, folds: int, seed: int) -> dict[str, float]:

@@ -19,6 +19,11 @@ import polars as pl
 Frames = dict[str, pl.DataFrame]
 
 
+def rows_frame(rows: list[dict], sort_by: str | list[str], **kw) -> pl.DataFrame:
+    """Rows -> a sorted frame; no rows -> an empty frame (the contract supplies the schema)."""
+    return pl.DataFrame(rows, infer_schema_length=None, **kw).sort(sort_by) if rows else pl.DataFrame()
+
+
 @dataclass
 class StageContext:
     stage: str

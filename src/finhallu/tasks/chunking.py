@@ -12,7 +12,7 @@ import hashlib
 import polars as pl
 
 from finhallu.config import ChunkConfig
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.sources.tables import parse_markdown_table
 from finhallu.tasks.textnorm import split_sentences
 from finhallu.tasks.tokenize import TOKENIZERS
@@ -104,4 +104,4 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                     "text": text, "token_count": count(text), "tokenizer": tok_name,
                 })
         ctx.progress(n + 1, docs.height)
-    return {"passages": pl.DataFrame(rows).sort("doc_id", "block_id", "chunk_index")}
+    return {"passages": rows_frame(rows, ["doc_id", "block_id", "chunk_index"])}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from finhallu.config import DetectConfig
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.detectors import get_detector
 
 DATASET = "finhallu"
@@ -34,7 +34,7 @@ def run_detectors(samples: pl.DataFrame, detectors: dict[str, dict], eval_id: st
             n += 1
             if progress and n % 50 == 0:
                 progress(n, total)
-    return pl.DataFrame(rows, infer_schema_length=None).sort("detector", "sample_id")
+    return rows_frame(rows, ["detector", "sample_id"])
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:

@@ -18,7 +18,7 @@ import polars as pl
 from finhallu.config import DialogueConfig
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks import responses  # noqa: F401  (registers the dialogue operations)
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.textnorm import content_words
 
 USER, ASSISTANT = "user_llm", "assistant_llm"
@@ -167,5 +167,5 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                 "has_reconfirm": any(r is not None for _, r in plan),
             })
         ctx.progress(n_doc + 1, docs.height)
-    return {"dialogues": pl.DataFrame(dialogues).sort("dialogue_id"),
-            "turns": pl.DataFrame(turns, infer_schema_length=None).sort("dialogue_id", "turn_index")}
+    return {"dialogues": rows_frame(dialogues, "dialogue_id"),
+            "turns": rows_frame(turns, ["dialogue_id", "turn_index"])}

@@ -14,7 +14,7 @@ from itertools import cycle
 import polars as pl
 
 from finhallu.config import InjectConfig
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.inject import TurnView, load_injectors
 
 
@@ -109,4 +109,4 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                     "counterpart_response": out.counterpart if out.counterpart is not None else t["response"],
                     "counterpart_label": out.counterpart_label, "edit": out.edit,
                 })
-    return {"injections": pl.DataFrame(rows, infer_schema_length=None).sort("injection_id")}
+    return {"injections": rows_frame(rows, "injection_id")}

@@ -14,7 +14,7 @@ import re
 import polars as pl
 
 from finhallu.config import DialogueQCConfig, InjectionQCConfig
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.inject.lexicon import MODIFIER_SET, TERM_SET
 from finhallu.tasks.responses import is_refusal
 from finhallu.tasks.textnorm import contains_normalized, content_words, normalize, number_keys, split_sentences
@@ -91,7 +91,7 @@ def run_dialogue_qc(inputs: Frames, ctx: StageContext) -> Frames:
                                 ("coherency", cfg.min_coherency)) if s[k] < v]
         rows.append({"dialogue_id": did, **s, "passed": not reasons, "reasons": reasons, "judge": JUDGE})
         ctx.progress(n + 1, len(ids))
-    return {"dialogue_qc": pl.DataFrame(rows, schema_overrides={"reasons": pl.List(pl.String)}).sort("dialogue_id")}
+    return {"dialogue_qc": rows_frame(rows, "dialogue_id", schema_overrides={"reasons": pl.List(pl.String)})}
 
 
 # ---- injection judge -----------------------------------------------------------------------
@@ -191,4 +191,4 @@ def run_injection_qc(inputs: Frames, ctx: StageContext) -> Frames:
         rows.append({"injection_id": inj["injection_id"], "appropriate": ok, "naturalness": nat,
                      "passed": ok and nat >= cfg.min_naturalness, "reasons": reasons, "judge": JUDGE})
         ctx.progress(n + 1, len(inj_rows))
-    return {"injection_qc": pl.DataFrame(rows, schema_overrides={"reasons": pl.List(pl.String)}).sort("injection_id")}
+    return {"injection_qc": rows_frame(rows, "injection_id", schema_overrides={"reasons": pl.List(pl.String)})}

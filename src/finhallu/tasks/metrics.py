@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from finhallu.config import MetricsConfig
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.detect import DATASET
 
 
@@ -93,8 +93,8 @@ def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig
                     for t, pr, n in pairs.iter_rows():
                         conf.append({"eval_id": eval_id, "detector": detector, "setting": setting, "slice": slice_name,
                                      "true_label": t, "pred_label": pr, "count": n})
-    metrics = pl.DataFrame(rows).sort("eval_id", "detector", "setting", "slice", "metric")
-    confusion = pl.DataFrame(conf).sort("eval_id", "detector", "setting", "slice", "true_label", "pred_label")
+    metrics = rows_frame(rows, ["eval_id", "detector", "setting", "slice", "metric"])
+    confusion = rows_frame(conf, ["eval_id", "detector", "setting", "slice", "true_label", "pred_label"])
     return metrics, confusion
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from finhallu.config import RetrieveConfig
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.embedding import HashingEmbedder
 from finhallu.tasks.textnorm import contains_normalized, content_words, normalize
 
@@ -94,6 +94,6 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             done += 1
             ctx.progress(done, seeds.height)
     return {
-        "retrievals": pl.DataFrame(ret_rows).sort("seed_id", "rank"),
-        "hard_negatives": pl.DataFrame(neg_rows).sort("seed_id", "candidate_rank"),
+        "retrievals": rows_frame(ret_rows, ["seed_id", "rank"]),
+        "hard_negatives": rows_frame(neg_rows, ["seed_id", "candidate_rank"]),
     }

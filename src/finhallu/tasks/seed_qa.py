@@ -14,7 +14,7 @@ import re
 import polars as pl
 
 from finhallu.config import SeedQAConfig
-from finhallu.tasks.base import Frames, StageContext
+from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.sources.tables import parse_markdown_table
 from finhallu.tasks.textnorm import find_numbers, particle, split_sentences
 
@@ -147,7 +147,10 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         seeds += s
         triplets += t
         ctx.progress(n + 1, filings.height)
-    seeds_df = pl.DataFrame(seeds, infer_schema_length=None).unique("seed_id", keep="first").sort("seed_id")
+    first = {}
+    for s in seeds:
+        first.setdefault(s["seed_id"], s)
+    seeds_df = rows_frame(list(first.values()), "seed_id")
     from finhallu.schemas.contracts import CONTRACTS
 
     trip_df = (pl.DataFrame(triplets).unique("triplet_id", keep="first").sort("triplet_id") if triplets

@@ -1,0 +1,188 @@
+"""End-to-end: the demo build, cached reruns, knob reruns, gate failure, kill-and-rerun, concurrency."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import FINHALLU, ROOT, build_json, cli_env
+from finhallu.tasks.textnorm import contains_normalized, number_keys
+from finhallu.warehouse import TableStore
+
+pytestmark = pytest.mark.slow
+
+TYPES = {"contradictory", "unverifiable", "irrelevance", "false_acceptance", "false_refusal"}
+
+
+def _con(home: Path):
+    return duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+
+
+def _current_hashes(home: Path) -> dict[str, str]:
+    store = TableStore(home)
+    return {name: store.record(name, v)["content_hash"] for name, v in store.current().items()}
+
+
+def test_demo_build_produces_a_complete_benchmark(demo_build):
+    home, summary = demo_build
+    assert summary["status"] == "succeeded" and len(summary["ran"]) == 13
+    con = _con(home)
+    labels = dict(con.execute("SELECT label_4class, count(*) FROM samples GROUP BY 1").fetchall())
+    assert set(labels) == {"faithful_answer", "hallucination", "false_refusal", "true_refusal"}
+    assert {t for (t,) in con.execute("SELECT DISTINCT hallu_type FROM samples WHERE hallu_type IS NOT NULL").fetchall()} == TYPES
+    subtypes = {s for (s,) in con.execute("SELECT DISTINCT hallu_subtype FROM samples WHERE hallu_subtype IS NOT NULL").fetchall()}
+    assert len(subtypes) >= 7, subtypes
+    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= 100
+    assert {s for (s,) in con.execute("SELECT DISTINCT source FROM documents").fetchall()} == {"aihub", "sec10k", "dart"}
+    # Pairing: one faithful and one hallucinated sample per pair, same turn.
+    bad_pairs = con.execute("""SELECT pair_id FROM samples GROUP BY pair_id
+        HAVING count(*) FILTER (label_binary='faithful') != 1 OR count(*) FILTER (label_binary='hallucinated') != 1
+            OR count(DISTINCT query) != 1""").fetchall()
+    assert bad_pairs == []
+    # Splits disjoint by institution and by document; test split = the two consumer-protection bodies.
+    assert con.execute("SELECT count(*) FROM (SELECT institution FROM samples GROUP BY 1 HAVING count(DISTINCT split) > 1)").fetchone()[0] == 0
+    assert {i for (i,) in con.execute("SELECT DISTINCT institution FROM samples WHERE split='test'").fetchall()} == {"금융감독원", "한국소비자원"}
+    leak = con.execute("""SELECT count(*) FROM (SELECT s.split, p.split AS psplit FROM
+        (SELECT split, unnest(passages).passage_id AS pid FROM samples) s JOIN passages p ON p.passage_id = s.pid
+        WHERE s.split != p.split)""").fetchone()[0]
+    assert leak == 0
+    # Exactly one injected turn per hallucinated dialogue.
+    assert con.execute("SELECT max(n) FROM (SELECT count(*) n FROM injections GROUP BY dialogue_id, injector)").fetchone()[0] == 1
+    # Gates recorded, nothing failed.
+    assert con.execute("SELECT count(*) FROM dq_results WHERE outcome != 'passed'").fetchone()[0] == 0
+    assert con.execute("SELECT count(DISTINCT table_name) FROM dq_results").fetchone()[0] == 20
+    assert (home / "reports").glob("*/index.html")
+    assert Path(summary["report"]).read_text().count("<table") >= 4
+    con.close()
+
+
+def test_injected_samples_carry_their_labels(demo_build):
+    home, _ = demo_build
+    con = _con(home)
+    rows = con.execute("""SELECT h.hallu_type, h.hallu_subtype, h.response, f.response, h.passages, f.label_4class
+        FROM samples h JOIN samples f ON h.pair_id = f.pair_id AND f.label_binary = 'faithful'
+        WHERE h.label_binary = 'hallucinated'""").fetchall()
+    assert rows
+    for htype, sub, hresp, fresp, passages, flabel in rows:
+        evidence = "\n".join(p["text"] for p in passages)
+        if sub == "number_error":
+            new = number_keys(hresp) - number_keys(fresp)
+            assert new and not (new & number_keys(evidence)), (hresp, fresp)
+        elif htype == "false_acceptance":
+            assert all(p["role"] == "hard_negative" for p in passages) and flabel == "true_refusal"
+        elif htype == "false_refusal":
+            assert any(p["role"] == "gold" for p in passages) and flabel == "faithful_answer"
+        if htype != "false_acceptance":
+            assert hresp != fresp
+    # Hard negatives really lack the clue.
+    for text, clue in con.execute("""SELECT p.text, q.clue_text FROM hard_negatives h JOIN passages p USING (passage_id)
+            JOIN qa_seeds q USING (seed_id) WHERE q.clue_text IS NOT NULL""").fetchall():
+        assert not contains_normalized(text, clue)
+    con.close()
+
+
+def test_readme_queries_run_readonly(demo_build):
+    home, _ = demo_build
+    readme = (ROOT / "README.md").read_text()
+    queries = [q.strip() for q in readme.split("```sql")[1:]]
+    queries = [q.split("```")[0].strip() for q in queries]
+    assert len(queries) >= 4
+    con = _con(home)
+    for q in queries:
+        for stmt in [s for s in q.split(";") if s.strip()]:
+            con.execute(stmt).fetchall()
+    con.close()
+
+
+def test_cached_rerun_creates_no_versions(demo_build):
+    home, _ = demo_build
+    before = sorted(p.name for p in (home / "catalog" / "table_versions").iterdir())
+    hashes = _current_hashes(home)
+    proc, summary = build_json(home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary["ran"] == [] and len(summary["cached"]) == 13
+    assert sorted(p.name for p in (home / "catalog" / "table_versions").iterdir()) == before
+    assert _current_hashes(home) == hashes
+
+
+def test_late_knob_reruns_only_descendants(demo_build):
+    home, _ = demo_build
+    before = _current_hashes(home)
+    proc, summary = build_json(home, "--set", "detect.detectors.lexical_support.threshold=0.45")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary["ran"] == ["detect", "metrics", "report"]
+    after = _current_hashes(home)
+    assert after["detections"] != before["detections"]
+    assert {k for k in before if before[k] != after[k]} <= {"detections", "metrics", "confusion", "report_index"}
+    # Back to the original knob: all cached, the earlier versions become current again.
+    proc, summary = build_json(home)
+    assert summary["ran"] == [] and _current_hashes(home) == before
+
+
+def test_failing_gate_stops_descendants_and_keeps_current(demo_build):
+    home, _ = demo_build
+    before = TableStore(home).current()
+    # A judge threshold no dialogue can meet (coherency is scored 1-3): nothing left to inject.
+    proc, summary = build_json(home, "--set", "dialogue_qc.min_coherency=4")
+    assert proc.returncode == 2
+    assert summary["status"] == "failed" and summary["failed_stage"] == "inject"
+    err = proc.stderr
+    assert "injections" in err and "expect_table_row_count_to_be_between" in err
+    assert TableStore(home).current() == before
+    con = _con(home)
+    failed = con.execute("SELECT DISTINCT table_name, expectation FROM dq_results WHERE outcome='failed'").fetchall()
+    assert ("injections", "expect_table_row_count_to_be_between") in failed
+    assert con.execute("SELECT status FROM builds ORDER BY started_at DESC LIMIT 1").fetchone()[0] == "failed"
+    con.close()
+
+
+def _start_build(home: Path) -> subprocess.Popen:
+    return subprocess.Popen([*FINHALLU, "build", "--profile", "demo", "--json", "--home", str(home)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=ROOT,
+                            start_new_session=True)
+
+
+def _wait_for(path_glob: tuple[Path, str], timeout: float = 300) -> None:
+    folder, pattern = path_glob
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if folder.exists() and list(folder.glob(pattern)):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{pattern} never appeared in {folder}")
+
+
+def test_kill_mid_build_then_rerun_matches_uninterrupted(demo_build, tmp_path):
+    ref_home, _ = demo_build
+    home = tmp_path / "killed"
+    proc = _start_build(home)
+    # Kill while a stage after `chunk` is running (passages published, nothing later yet).
+    _wait_for((home / "catalog" / "table_versions", "passages@*.json"))
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    visible = {p.name.split("@")[0] for p in (home / "catalog" / "table_versions").iterdir()}
+    assert "samples" not in visible
+    rerun, summary = build_json(home)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "ingest" in summary["cached"] and "chunk" in summary["cached"]
+    assert _current_hashes(home) == _current_hashes(ref_home)
+    assert not list((home / "tables").glob("*/.tmp-*"))
+
+
+def test_second_build_on_same_home_refuses(tmp_path):
+    home = tmp_path / "busy"
+    first = _start_build(home)
+    try:
+        _wait_for((home, ".build.lock"))
+        time.sleep(0.5)
+        second, _ = build_json(home)
+        assert second.returncode == 3
+        assert "another build is running" in second.stderr
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
