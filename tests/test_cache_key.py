@@ -39,3 +39,18 @@ def test_ingest_key_covers_raw_file_content(tmp_path):
     (src / "a.json").write_text('{"data": [ ]}')
     assert stage_key_material("ingest", {}, cfg, str(tmp_path))["raw_files"] != k1
     assert Path(src / "a.json").exists()
+
+
+def test_every_stage_operation_has_prompt_templates():
+    import jinja2
+    from importlib import resources
+
+    from finhallu.tasks.pipeline import STAGES
+
+    env = jinja2.Environment()
+    for stage in STAGES:
+        for op in stage.operations:
+            for lang in ("ko", "en"):
+                f = resources.files("finhallu") / "prompts" / lang / f"{op}.j2"
+                assert f.is_file(), f"{stage.name}: missing prompt {lang}/{op}.j2"
+                env.parse(f.read_text("utf-8"))

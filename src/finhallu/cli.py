@@ -7,6 +7,7 @@ run history live under the home folder, telemetry is off, logs stay quiet unless
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -45,18 +46,21 @@ class RichReporter:
             self.progress.update(t, description=f"{stage} [{status}]", completed=1, total=1)
 
 
-def cmd_build(args) -> int:
+@contextlib.contextmanager
+def prefect_api(home: Path):
+    """Where runs are reported: PREFECT_API_URL if set, else a running `finhallu ui` for this home,
+    else a private local API started now (it boots while the caller imports the pipeline)."""
     from finhallu.flows.local_api import LocalPrefectAPI, running_ui_url
 
     api = None
     if "PREFECT_API_URL" not in os.environ:
-        ui = running_ui_url(_home(args))
-        if ui:  # `finhallu ui` serves this home: send the run there, to be watched live
+        ui = running_ui_url(home)
+        if ui:
             os.environ["PREFECT_API_URL"] = ui
         else:
-            api = LocalPrefectAPI().start()  # boots while the imports below run
+            api = LocalPrefectAPI().start()
     try:
-        return _build(args, api)
+        yield (lambda: os.environ.__setitem__("PREFECT_API_URL", api.wait())) if api else (lambda: None)
     finally:
         if api:
             if "prefect" in sys.modules:  # deliver queued run logs before the API goes away
@@ -64,9 +68,26 @@ def cmd_build(args) -> int:
 
                 APILogHandler().flush()
             api.stop()
+            os.environ.pop("PREFECT_API_URL", None)
 
 
-def _build(args, api) -> int:
+def cmd_build(args) -> int:
+    with prefect_api(_home(args)) as ready:
+        return _build(args, ready)
+
+
+def cmd_evaluate(args) -> int:
+    with prefect_api(_home(args)) as ready:
+        from finhallu.flows.evaluate import run_evaluate
+
+        ready()
+        out = run_evaluate(_home(args), profile=args.profile, dataset_version=args.dataset_version,
+                           detectors=args.detector, wait_s=args.wait)
+    print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
+def _build(args, ready) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -80,8 +101,7 @@ def _build(args, api) -> int:
     for expr in args.set or []:
         overrides = merge_dicts(overrides, parse_override(expr))
     console = Console(stderr=True)
-    if api:
-        os.environ["PREFECT_API_URL"] = api.wait()
+    ready()
     columns = [SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         with Progress(*columns, console=console, transient=False, disable=args.json) as progress:
@@ -205,6 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for a running build on the same home")
     b.add_argument("--json", action="store_true", help="print a JSON summary instead of progress")
     b.set_defaults(fn=cmd_build)
+    e = add("evaluate", help="run detectors on a published samples version (detect, metrics, report)")
+    e.add_argument("--profile", default="demo")
+    e.add_argument("--dataset-version", type=int, default=None, help="samples version (default: current)")
+    e.add_argument("--detector", action="append", help="detector name (repeatable; default: the profile's)")
+    e.add_argument("--wait", type=float, default=0.0)
+    e.set_defaults(fn=cmd_evaluate)
     s = add("stages", help="list the DAG's stages")
     s.add_argument("--profile", default="demo")
     s.set_defaults(fn=cmd_stages)

@@ -111,7 +111,7 @@ class TableStore:
         if version is None:
             return None
         rec = self.record(name, version)
-        return self._ref(rec) if rec else None
+        return self.ref_of_record(rec) if rec else None
 
     def set_current(self, refs: list[TableRef]) -> bool:
         cur = self.current()
@@ -121,7 +121,7 @@ class TableStore:
             atomic_write_json(self.current_path, dict(sorted(cur.items())))
         return bool(changed)
 
-    def _ref(self, rec: dict) -> TableRef:
+    def ref_of_record(self, rec: dict) -> TableRef:
         return TableRef(rec["name"], rec["version"], rec["content_hash"], str(self.version_dir(rec["name"], rec["version"])))
 
     def version_dir(self, name: str, version: int) -> Path:
@@ -174,7 +174,7 @@ class TableStore:
         digest = content_hash(df)
         for rec in reversed(self.records(name)):
             if rec["content_hash"] == digest and Path(self.version_dir(name, rec["version"]), "part-0.parquet").exists():
-                return self._ref(rec)
+                return self.ref_of_record(rec)
 
         table_dir = self.tables_dir / name
         table_dir.mkdir(parents=True, exist_ok=True)
@@ -211,6 +211,6 @@ class TableStore:
             **(extra or {}),
         }
         atomic_write_json(self.versions_dir / f"{name}@{version}.json", rec)
-        return self._ref(rec)
+        return self.ref_of_record(rec)
 
 

@@ -1,0 +1,25 @@
+"""Entrypoints of the deployments in prefect.yaml: scheduled `rebuild` and on-demand `evaluate`."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from finhallu.flows.build import run_build
+from finhallu.flows.evaluate import run_evaluate
+
+
+@flow(name="finhallu-rebuild", log_prints=True)
+def rebuild(profile: str = "demo", home: str = "data", wait_s: float = 3600.0) -> dict:
+    """Rebuild the benchmark (scheduled weekly); waits for a build already running on the home."""
+    outcome = run_build(profile, home, wait_s=wait_s)
+    if outcome.status != "succeeded":
+        raise RuntimeError(f"build {outcome.build_id} failed at {outcome.failed_stage}: {outcome.message}")
+    return {"build_id": outcome.build_id, "ran": outcome.stages_run, "cached": outcome.stages_cached,
+            "report": outcome.report}
+
+
+@flow(name="finhallu-evaluate", log_prints=True)
+def evaluate(home: str = "data", profile: str = "demo", dataset_version: int | None = None,
+             detectors: list[str] | None = None, wait_s: float = 3600.0) -> dict:
+    """Run detectors on a published samples version (default: the current one)."""
+    return run_evaluate(home, profile=profile, dataset_version=dataset_version, detectors=detectors, wait_s=wait_s)

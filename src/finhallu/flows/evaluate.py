@@ -1,0 +1,74 @@
+"""Evaluate detectors on any published samples version: detect -> metrics -> report, cached like a build.
+
+Current versions move only when the evaluated samples version is the current one, so the
+plain views stay one consistent snapshot; every result is in `<table>_all` with its eval_id.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+from finhallu.config import load_config
+from finhallu.flows.build import _run_stage, new_build_id
+from finhallu.tasks.pipeline import STAGES_BY_NAME
+from finhallu.warehouse import Catalog, TableRef
+from finhallu.warehouse.lock import HomeLock
+from finhallu.warehouse.store import utc_now
+
+EVAL_STAGES = ("detect", "metrics", "report")
+
+
+def _ref_of(catalog: Catalog, name: str, version: int | None) -> TableRef:
+    store = catalog.store
+    if version is None:
+        ref = store.current_ref(name)
+        if ref is None:
+            raise LookupError(f"no current {name!r} table in {catalog.home}; build first")
+        return ref
+    rec = store.record(name, version)
+    if rec is None:
+        known = [r["version"] for r in store.records(name)]
+        raise LookupError(f"{name} version {version} is not published (published: {known})")
+    return store.ref_of_record(rec)
+
+
+def _stats_for(catalog: Catalog, samples: TableRef) -> TableRef:
+    """The dataset_stats version published beside this samples version (same stage inputs)."""
+    srec = catalog.store.record("samples", samples.version)
+    same = [r for r in catalog.store.records("dataset_stats") if r["parents"] == srec["parents"]]
+    return catalog.store.ref_of_record(same[-1]) if same else _ref_of(catalog, "dataset_stats", None)
+
+
+@flow(name="finhallu-evaluate-stages", flow_run_name="evaluate-{build_id}", persist_result=False)
+def evaluate_flow(home: str, profile: str, build_id: str, overrides: dict | None, samples: TableRef,
+                  stats: TableRef) -> dict:
+    cfg = load_config(profile, overrides)
+    refs = {"samples": samples, "dataset_stats": stats}
+    for name in EVAL_STAGES:
+        stage = STAGES_BY_NAME[name]
+        state = _run_stage(stage, {n: refs[n] for n in stage.inputs}, cfg, home, build_id)
+        result = state.result(raise_on_failure=True)
+        refs.update(result)
+    return refs
+
+
+def run_evaluate(home: str | Path, profile: str = "demo", dataset_version: int | None = None,
+                 detectors: list[str] | None = None, wait_s: float = 0.0) -> dict:
+    home = Path(home).resolve()
+    catalog = Catalog(home)
+    build_id = "eval-" + new_build_id()
+    overrides = {"detect": {"detectors": {d: {} for d in detectors}}} if detectors else None
+    with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
+        samples = _ref_of(catalog, "samples", dataset_version)
+        stats = _stats_for(catalog, samples)
+        with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):
+            refs = evaluate_flow(str(home), profile, build_id, overrides, samples, stats)
+        current = catalog.store.current().get("samples") == samples.version
+        if current:
+            catalog.store.set_current([refs[n] for n in ("detections", "metrics", "confusion", "report_index")])
+        catalog.refresh_views()
+    return {"build_id": build_id, "samples_version": samples.version, "became_current": current,
+            "tables": {n: f"{r.name}@{r.version}" for n, r in refs.items()}}
