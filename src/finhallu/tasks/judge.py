@@ -17,7 +17,8 @@ from finhallu.config import DialogueQCConfig, InjectionQCConfig
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.inject.lexicon import MODIFIER_SET, TERM_SET
 from finhallu.tasks.responses import is_refusal
-from finhallu.tasks.textnorm import contains_normalized, content_words, normalize, number_keys, split_sentences
+from finhallu.tasks.textnorm import (contains_normalized, content_words, has_final_consonant, normalize, number_keys,
+                                     split_sentences)
 
 JUDGE = "rules-judge-v1"
 
@@ -95,19 +96,30 @@ def run_dialogue_qc(inputs: Frames, ctx: StageContext) -> Frames:
 
 
 # ---- injection judge -----------------------------------------------------------------------
-def _word_diff(a: str, b: str) -> list[tuple[str, str]]:
+def _word_diff(a: str, b: str, context: int = 0) -> list[tuple[str, str]]:
+    """Changed word runs of a -> b, each widened by `context` neighbouring words on both sides."""
     wa, wb = a.split(), b.split()
     out = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=wa, b=wb, autojunk=False).get_opcodes():
         if op != "equal":
-            out.append((" ".join(wa[i1:i2]), " ".join(wb[j1:j2])))
+            out.append((" ".join(wa[max(0, i1 - context):i2 + context]), " ".join(wb[max(0, j1 - context):j2 + context])))
     return out
 
 
-def _pair_in(diff: list[tuple[str, str]], lexicon: set[tuple[str, str]]) -> bool:
+def _pair_in(diff: list[tuple[str, str]], lexicon: set[tuple[str, str]],
+             wide: list[tuple[str, str]] = ()) -> bool:
     for old, new in diff:
         for a, b in lexicon:
             if a.lower() in old.lower() and b.lower() in new.lower():
+                return True
+    # Multi-word entries share words with their counterpart, which the bare diff leaves out
+    # ("net interest income" -> "noninterest income", "more than" -> "less than"): in the widened
+    # runs the edit must remove an occurrence of a and add one of b.
+    for old, new in wide:
+        o, n = old.lower(), new.lower()
+        for a, b in lexicon:
+            a, b = a.lower(), b.lower()
+            if o.count(a) > n.count(a) and n.count(b) > o.count(b):
                 return True
     return False
 
@@ -123,6 +135,7 @@ def verify_label(inj: dict, turn: dict, evidence: list[str], history: str) -> tu
     ev_keys = number_keys(ev)
     added_keys = number_keys(new) - number_keys(orig)
     diff = _word_diff(orig, new)
+    wide = _word_diff(orig, new, context=3)
     sub, typ = inj["hallu_subtype"], inj["hallu_type"]
     if typ == "false_refusal":
         return (is_refusal(new) and turn["answerable"] and any(contains_normalized(x, turn["clue_text"]) for x in evidence),
@@ -135,12 +148,12 @@ def verify_label(inj: dict, turn: dict, evidence: list[str], history: str) -> tu
     if sub == "inconsistency":
         hist_keys = number_keys(history)
         changed_from_history = bool(number_keys(orig) & hist_keys - number_keys(new))
-        return ((bool(added_keys) and not (added_keys & hist_keys) and changed_from_history) or _pair_in(diff, TERM_SET | MODIFIER_SET),
+        return ((bool(added_keys) and not (added_keys & hist_keys) and changed_from_history) or _pair_in(diff, TERM_SET | MODIFIER_SET, wide),
                 "restates an earlier statement differently")
     if sub == "modifier_change":
-        return (_pair_in(diff, MODIFIER_SET), f"modifier flipped: {diff[:2]}")
+        return (_pair_in(diff, MODIFIER_SET, wide), f"modifier flipped: {diff[:2]}")
     if sub == "financial_term_misunderstanding":
-        return (_pair_in(diff, TERM_SET), f"term swapped: {diff[:2]}")
+        return (_pair_in(diff, TERM_SET, wide), f"term swapped: {diff[:2]}")
     if sub == "fabricated_detail":
         added = [s for s in split_sentences(new) if s not in orig]
         unsupported = [s for s in added if not contains_normalized(ev, s) and (number_keys(s) - ev_keys or not content_words(s))]
@@ -157,11 +170,19 @@ def verify_label(inj: dict, turn: dict, evidence: list[str], history: str) -> tu
     return False, f"no check for {typ}/{sub}"
 
 
+def _broken_particle(text: str) -> bool:
+    """A doubled particle (원금을를, 한도는은). 이가 only after a batchim syllable (원금이가), since
+    a noun ending in 이 takes 가 naturally (금리 차이가, 나이가)."""
+    if re.search(r"(을를|를을|은는|는은|가이)\b", text):
+        return True
+    return any(has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이가\b", text))
+
+
 def naturalness(orig: str, new: str, hallu_type: str) -> tuple[int, list[str]]:
     issues = []
     if re.search(r"\s{2,}", new):
         issues.append("double space")
-    if re.search(r"(을를|를을|은는|는은|이가|가이)\b", new):
+    if _broken_particle(new):
         issues.append("broken particle")
     if not new.strip().endswith((".", "다", "요", "!", "?", ")")):
         issues.append("no sentence ending")

@@ -36,13 +36,25 @@ def binary_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
     fn = np.sum((y == pos) & (p != pos), axis=-1).astype(float)
     tn = np.sum((y != pos) & (p != pos), axis=-1).astype(float)
     rec, spec = _div(tp, tp + fn), _div(tn, tn + fp)
+    # Balanced accuracy is the mean recall over the classes present in y (sklearn's definition):
+    # a slice holding one class only is scored by that class's recall, not halved by an absent one.
+    has_pos, has_neg = (tp + fn > 0).astype(float), (tn + fp > 0).astype(float)
+    balanced = _div(rec * has_pos + spec * has_neg, has_pos + has_neg)
     return {"accuracy": np.mean(y == p, axis=-1), "precision": _div(tp, tp + fp), "recall": rec,
-            "f1": _f1(y, p, pos), "balanced_accuracy": (rec + spec) / 2}
+            "f1": _f1(y, p, pos), "balanced_accuracy": balanced}
 
 
 def multiclass_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
-    labels = sorted(set(np.asarray(y).ravel().tolist()))
-    return {"accuracy": np.mean(y == p, axis=-1), "macro_f1": np.mean([_f1(y, p, lab) for lab in labels], axis=0)}
+    """Macro F1 over the labels present in y or p of each row (sklearn's f1_score(average='macro'))."""
+    y, p = np.asarray(y), np.asarray(p)
+    labels = np.unique(np.concatenate([y.ravel(), p.ravel()]))
+    f1 = np.zeros((len(labels),) + y.shape[:-1])
+    present = np.zeros_like(f1)
+    for i, lab in enumerate(labels):
+        f1[i] = _f1(y, p, lab)
+        present[i] = np.any(y == lab, axis=-1) | np.any(p == lab, axis=-1)
+    macro = _div((f1 * present).sum(axis=0), present.sum(axis=0))
+    return {"accuracy": np.mean(y == p, axis=-1), "macro_f1": macro}
 
 
 def _bootstrap(y, p, fn, resamples: int, confidence: float, rng: np.random.Generator) -> dict[str, tuple[float, float]]:

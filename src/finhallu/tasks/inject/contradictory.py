@@ -53,7 +53,10 @@ def inconsistency(view: TurnView, rng: random.Random) -> Injected | None:
     resp = view.turn["response"]
     said = number_keys(view.history_text)
     forbidden = said | _evidence_keys(view)
-    for span in find_numbers(resp):
+    # Prefer the reconfirmed answer itself over incidental numbers ("1인당").
+    answer_keys = number_keys(view.turn.get("answer") or "")
+    spans = sorted(find_numbers(resp), key=lambda s: (not (number_keys(s.raw) & answer_keys), s.start))
+    for span in spans:
         if number_keys(span.raw) & said:
             new = change_number(resp, span, forbidden, rng)
             if new:

@@ -23,6 +23,7 @@ def perturb_token(token: str, unit: str, rng: random.Random) -> str:
     """A plausible wrong value for one numeric token, formatted like the original."""
     v = Decimal(token.replace(",", ""))
     decimals = len(token.split(".")[1]) if "." in token else 0
+    step = Decimal(1).scaleb(-decimals) if decimals else Decimal(1)
     if unit in ("년",) or (decimals == 0 and 1990 <= v <= 2100):
         new = v + rng.choice([-3, -2, -1, 1, 2])
     elif decimals == 0 and v <= 12:
@@ -30,10 +31,11 @@ def perturb_token(token: str, unit: str, rng: random.Random) -> str:
     else:
         new = v * rng.choice(_FACTORS)
         if decimals == 0 and v >= 10:  # keep the original's round-number grain
-            grain = Decimal(10) ** (len(str(int(v))) - len(str(int(v)).rstrip("0")))
-            new = (new / grain).to_integral_value() * grain
+            step = Decimal(10) ** (len(str(int(v))) - len(str(int(v)).rstrip("0")))
+            new = (new / step).to_integral_value() * step
     if new == v or new <= 0:
-        new = v + (Decimal(1).scaleb(-decimals) if decimals else 1) * rng.choice([2, 3, 5])
+        # rounding to the grain undid the change: step by whole grains (1,000 -> 3,000, not 1,003)
+        new = v + step * rng.choice([2, 3, 5])
     return _format_like(token, new)
 
 

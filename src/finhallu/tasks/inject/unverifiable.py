@@ -10,7 +10,7 @@ import random
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.inject.lexicon import FABRICATED, OPINIONS, ORGS
-from finhallu.tasks.textnorm import number_keys, split_sentences
+from finhallu.tasks.textnorm import number_keys, particle, split_sentences
 
 _MONTHS = ["January", "March", "June", "September", "December"]
 
@@ -22,12 +22,14 @@ def _bank(items: list[str], variant: str) -> list[str]:
 
 
 def _fill(template: str, lang: str, rng: random.Random) -> str:
-    return template.format(
+    values = dict(
         year=rng.choice([2026, 2027]), month=rng.randint(1, 12), pct=rng.choice(["0.3", "0.5", "1.2", "2.5"]),
         days=rng.choice([3, 5, 7, 14]), fee=rng.choice(["1,000", "2,000", "5,000"]), amount=rng.choice([30, 50, 200, 300]),
         count=rng.choice([3, 12, 27, 41]), org=rng.choice(ORGS[lang]), quarter=rng.choice(["first", "third"]),
         month_name=rng.choice(_MONTHS),
     )
+    values["wa"] = particle(values["org"], "과/와")  # 시중은행과 / 주택도시보증공사와
+    return template.format(**values)
 
 
 def _place(response: str, sentence: str) -> tuple[str, str]:

@@ -62,7 +62,9 @@ def register_source(name: str, patterns: tuple[str, ...]):
 
 
 def get_loader(name: str) -> Loader:
-    if not LOADERS:
+    # Import on a miss, not only when nothing is registered: importing one loader module directly
+    # (e.g. `from finhallu.tasks.sources import sec10k`) must not hide the others.
+    if name not in LOADERS:
         for mod in pkgutil.iter_modules(__path__):
             if not mod.name.startswith("_") and mod.name != "tables":
                 importlib.import_module(f"{__name__}.{mod.name}")

@@ -17,6 +17,8 @@ from finhallu.tasks.sources.tables import grid_to_markdown
 
 _CELL_TAGS = {"TD", "TH", "TU", "TE"}
 _UNIT_RE = re.compile(r"^\(?\s*단위\s*[:：]")
+_BARE_AMP = re.compile(r"&(?!(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9._-]*);)")
+_BARE_LT = re.compile(r"<(?!/?[A-Za-z]|!|\?)")
 
 
 def decode_bytes(data: bytes) -> tuple[str, str]:
@@ -49,6 +51,10 @@ def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
         yield Quarantined("dart", str(path), None, None, f"unknown encoding: {exc}")
         return
     text = re.sub(r"^\s*<\?xml[^>]*\?>", "", text)
+    # Real filings carry bare "&" ("R&D", "S&P") and "<" as text ("< TV 시장점유율 추이 >", "<보수현황>");
+    # the recovering parser drops those, and after its first recovery also every later "&amp;".
+    # dart3.xsd element names are ASCII, so a "<" not opening one is text.
+    text = _BARE_LT.sub("&lt;", _BARE_AMP.sub("&amp;", text))
     try:
         root = lxml.etree.fromstring(text, lxml.etree.XMLParser(recover=True, huge_tree=True, resolve_entities=False))
     except lxml.etree.XMLSyntaxError as exc:
@@ -78,7 +84,8 @@ def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
 
         def flush():
             if pending_text:
-                blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(path_titles), "text", "\n".join(pending_text)))
+                # The current section's path (its own TITLE included), as for tables.
+                blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(titles), "text", "\n".join(pending_text)))
                 pending_text.clear()
 
         titles = list(path_titles)

@@ -18,7 +18,9 @@ from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_sourc
 from finhallu.tasks.sources.tables import grid_to_markdown
 
 ITEM_RE = re.compile(
-    r"^\s*item\s*(1a|1b|1c|7a|9a|9b|9c|1[0-6]|[1-9])\s*(?:[.:\-–—]|\s)\s*(.{0,160})$", re.IGNORECASE | re.DOTALL
+    # "(T)": smaller reporting companies' "Item 9A(T)" (2008-2010 filings).
+    r"^\s*item\s*(1a|1b|1c|7a|9a|9b|9c|1[0-6]|[1-9])(?:\s*\(T\))?\s*(?:[.:\-–—]|\s)\s*(.{0,160})$",
+    re.IGNORECASE | re.DOTALL,
 )
 ITEM_ORDER = ["1", "1A", "1B", "1C", "2", "3", "4", "5", "6", "7", "7A", "8", "9", "9A", "9B", "9C",
               "10", "11", "12", "13", "14", "15", "16"]
@@ -123,7 +125,8 @@ def split_items(blocks: list[tuple[str, str]]) -> list[tuple[str, str, list[tupl
         if kind != "text" or len(text) > 220:
             continue
         m = ITEM_RE.match(text)
-        if m:
+        # A repeat of the item just seen (running page header, "Item 14 (a)(2):" sub-heading) belongs to it.
+        if m and not (cands and cands[-1][1] == m.group(1).upper()):
             cands.append((i, m.group(1).upper(), text))
     if not cands:
         return []
@@ -170,7 +173,7 @@ def load_10k(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     doc_id = f"sec10k-{cik or re.sub(r'[^A-Za-z0-9]+', '-', path.stem)}-{year or 'na'}"
     blocks: list[Block] = []
     for item, heading, item_blocks in items:
-        section = f"Item {item}. " + re.sub(r"^\s*item\s*\w+\s*[.:\-–—]?\s*", "", heading, flags=re.IGNORECASE)[:120]
+        section = f"Item {item}. " + re.sub(r"^\s*item\s*\w+(?:\s*\(T\))?\s*[.:\-–—]?\s*", "", heading, flags=re.IGNORECASE)[:120]
         for j, (kind, text) in enumerate(item_blocks):
             blocks.append(Block(f"{doc_id}-item{item}-{j + 1}", section.strip(), kind, text))
     yield LoadedDoc(

@@ -1,0 +1,454 @@
+"""Rule-based injectors (tasks/inject) and the injection judge (verify_label, naturalness).
+
+Every turn here is hand-built: a faithful response made from a clue of a passage, wrapped in a
+TurnView the way the inject stage builds one.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from finhallu.tasks.inject import Injected, TurnView, load_injectors
+from finhallu.tasks.inject.edits import perturb_token, swap_first
+from finhallu.tasks.inject.lexicon import MODIFIERS, ORGS
+from finhallu.tasks.judge import naturalness, verify_label
+from finhallu.tasks.responses import is_refusal
+from finhallu.tasks.textnorm import contains_normalized, normalize, number_keys, particle, split_sentences
+
+INJ = load_injectors()
+
+# ---- passages and clues ---------------------------------------------------------------------------
+DEPOSIT = ("예금보험공사는 금융회사가 파산 등으로 예금을 지급할 수 없는 경우 1인당 1억 원까지 원금과 소정의 이자를 보호합니다. "
+           "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다. "
+           "외화예금도 보호 대상에 포함되며, 보호 여부는 금융상품 설명서에서 확인할 수 있습니다.")
+DEPOSIT_CLUE = "예금보험공사는 금융회사가 파산 등으로 예금을 지급할 수 없는 경우 1인당 1억 원까지 원금과 소정의 이자를 보호합니다."
+DSR = ("스트레스 DSR 3단계가 시행됩니다. 차주별 DSR 규제 비율은 은행권 40%, 비은행권 50%가 적용됩니다. "
+       "총 대출액이 1억 원 이하인 차주는 적용 대상에서 제외됩니다.")
+DSR_CLUE = "차주별 DSR 규제 비율은 은행권 40%, 비은행권 50%가 적용됩니다."
+INSURANCE = ("보험금 청구권은 3년간 행사하지 아니하면 시효의 완성으로 소멸합니다. "
+             "보험계약자는 청약을 한 날부터 30일 이내에 청약을 철회할 수 있습니다.")
+JEONSE = ("전세 계약이 끝났는데도 집주인이 전세보증금을 돌려주지 않으면 보증기관이 대신 지급합니다. "
+          "정기예금은 만기 전 중도 인출이 불가능합니다. 적금은 만기 시 이자를 한꺼번에 받습니다. "
+          "연소득 7천만 원 이상인 경우 우대금리가 적용되지 않습니다.")
+TENK = ("Net interest income increased to $1.2 billion in 2023, driven by higher deposit rates. "
+        "Total assets were $45.3 billion at year end.")
+TENK_CLUE = "Net interest income increased to $1.2 billion in 2023, driven by higher deposit rates."
+
+
+def make_view(response: str, *, answer: str = "1억 원", clue: str = DEPOSIT_CLUE, gold: str | None = DEPOSIT,
+              evidence: list[str] | None = None, kind: str = "question", history: list[dict] | None = None,
+              answerable: bool = True, lang: str = "ko", query: str = "예금자보호 한도는 얼마인가요?", **kw) -> TurnView:
+    history = history or []
+    turn = {"turn_id": "dlg-1#t%d" % (len(history) + 1), "turn_index": len(history) + 1, "kind": kind,
+            "response": response, "answerable": answerable, "answer": answer, "clue_text": clue,
+            "standalone_query": query, "query": query, "seed_id": "s1", "gold_passage_id": "p1",
+            "context": [{"passage_id": "p1", "role": "gold"}]}
+    fields = dict(turn=turn, history=history, lang=lang, evidence=evidence if evidence is not None else [gold],
+                  gold_text=gold, other_context=[], sibling_seeds=[], hard_negatives=[],
+                  seed={"seed_id": "s1", "passage_id": "p1"}, doc_id="doc-1", variant="rules_a")
+    fields.update(kw)
+    return TurnView(**fields)
+
+
+def run(htype: str, view: TurnView, subtype: str | None = None, seed: int = 0) -> Injected | None:
+    return INJ[htype].inject(view, subtype, random.Random(seed))
+
+
+def judge(view: TurnView, out: Injected, htype: str, evidence: list[str] | None = None,
+          history: str | None = None, new: str | None = None) -> bool:
+    inj = {"original_response": view.turn["response"], "injected_response": new if new is not None else out.response,
+           "hallu_type": htype, "hallu_subtype": out.subtype if out is not None else None}
+    ok, _why = verify_label(inj, view.turn, view.evidence if evidence is None else evidence,
+                            view.history_text if history is None else history)
+    return ok
+
+
+def fake(orig: str, new: str, htype: str, subtype: str | None, view: TurnView,
+         evidence: list[str] | None = None, history: str = "") -> bool:
+    inj = {"original_response": orig, "injected_response": new, "hallu_type": htype, "hallu_subtype": subtype}
+    return verify_label(inj, view.turn, view.evidence if evidence is None else evidence, history)[0]
+
+
+def test_registry_covers_the_taxonomy():
+    from finhallu.taxonomy import HALLU_TYPES, SUBTYPES
+    assert set(INJ) == set(HALLU_TYPES)
+    for name, inj in INJ.items():
+        assert set(inj.subtypes) == set(SUBTYPES[name])
+
+
+# ---- Contradictory ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("response,answer", [
+    ("예금자보호 한도는 1인당 1억 원입니다.", "1억 원"),
+    # x2 of 5,000만 is 1억 (stated in the evidence): must never be produced, in any spelling
+    ("보호 한도는 5,000만 원에서 1억 원으로 상향되었습니다.", "5,000만 원"),
+    ("예금자보호 한도는 100,000,000원입니다.", "100,000,000원"),
+    ("상향 전 한도는 50,000,000원이었습니다.", "50,000,000원"),
+])
+def test_number_error_introduces_a_value_absent_from_the_evidence(response, answer):
+    ev_keys = number_keys(DEPOSIT)
+    seen = set()
+    for seed in range(60):
+        view = make_view(response, answer=answer)
+        out = run("contradictory", view, "number_error", seed)
+        assert out is not None and out.subtype == "number_error"
+        added = number_keys(out.response) - number_keys(response)
+        assert added, out
+        assert not (added & ev_keys), (out.response, added)  # not even a normalization-equivalent (1억 == 10,000만)
+        assert normalize(out.response) != normalize(response)
+        assert len(out.response.split()) == len(response.split())  # one token changed, nothing else
+        assert judge(view, out, "contradictory"), out
+        seen.add(out.response)
+    assert len(seen) > 1  # the wrong value varies with the seed
+
+
+def test_number_error_prefers_the_answer_and_skips_unsupported_numbers():
+    view = make_view("예금자보호 한도는 1인당 1억 원입니다.", answer="1억 원")
+    out = run("contradictory", view, "number_error", 3)
+    assert "1인당" in out.response and "1억 원" not in out.response
+    # no number of the response is stated by the evidence -> nothing to contradict
+    assert run("contradictory", make_view("한도는 7억 원입니다.", answer="7억 원"), "number_error") is None
+
+
+def test_perturbed_round_numbers_keep_their_grain():
+    """1,000 -> 3,000 (not 1,003); 100,000,000 -> a multiple of 10,000,000."""
+    for seed in range(80):
+        for tok, grain in (("1,000", 1000), ("100,000,000", 10**7), ("5,000", 1000), ("250", 10)):
+            new = int(perturb_token(tok, "원", random.Random(seed)).replace(",", ""))
+            assert new != int(tok.replace(",", "")) and new > 0
+            assert new % grain == 0, (tok, new)
+        small = perturb_token("3", "년", random.Random(seed))
+        assert small != "3" and int(small) >= 0
+        dec = perturb_token("16.2", "%", random.Random(seed))
+        assert re.fullmatch(r"\d+\.\d", dec) and dec != "16.2"
+
+
+@pytest.mark.parametrize("response,old,new", [
+    ("정기예금은 만기 전 중도 인출이 불가능합니다.", "불가능", "가능"),
+    ("정기예금은 만기 전 중도 인출이 가능합니다.", "가능", "불가능"),
+    ("연소득 7천만 원 이상인 경우 우대금리가 적용되지 않습니다.", "이상", "미만"),
+    ("올해 가계대출 잔액은 전년 대비 증가했습니다.", "증가", "감소"),
+])
+def test_modifier_change_flips_one_lexicon_pair(response, old, new):
+    view = make_view(response, gold=DEPOSIT, clue=response, answer="")
+    out = run("contradictory", view, "modifier_change")
+    assert out is not None and out.subtype == "modifier_change"
+    assert out.edit == f"{old} -> {new}"
+    assert out.response == response.replace(old, new, 1)
+    assert "불불가능" not in out.response
+    assert judge(view, out, "contradictory")
+
+
+def test_swap_first_never_splits_a_longer_word():
+    text = "중도 인출은 불가능합니다."
+    assert swap_first(text, MODIFIERS["ko"], "ko") == ("중도 인출은 가능합니다.", "불가능", "가능")
+    # "가능" inside "불가능" is not a word of its own, even when "불가능" itself may not be swapped
+    assert swap_first(text, [("가능", "불가능")], "ko") is None
+    assert swap_first(text, MODIFIERS["ko"], "ko", skip={"불가능"}) is None
+    assert swap_first("중도 인출이 가능합니다.", [("가능", "불가능")], "ko")[0] == "중도 인출이 불가능합니다."
+
+
+def test_modifier_change_is_refused_when_the_evidence_states_the_edited_sentence():
+    evidence = "정기예금은 만기 전 중도 인출이 가능합니다. 정기예금은 만기 전 중도 인출이 불가능합니다."
+    view = make_view("정기예금은 만기 전 중도 인출이 불가능합니다.", gold=evidence)
+    assert run("contradictory", view, "modifier_change") is None
+
+
+@pytest.mark.parametrize("response,expected", [
+    ("만기 시 이자를 한꺼번에 받습니다.", "만기 시 원금을 한꺼번에 받습니다."),  # 이자를 -> 원금을
+    ("예금자보호 한도는 1인당 1억 원입니다.", "보장 대상은 1인당 1억 원입니다."),  # 는 -> 은, longest entry first
+    ("만기가 지나면 보험금이 지급됩니다.", "만기가 지나면 보험료가 지급됩니다."),  # 이 -> 가
+    ("전세보증금을 돌려받지 못하면 보증기관이 대신 지급합니다.", "월세보증금을 돌려받지 못하면 보증기관이 대신 지급합니다."),
+])
+def test_term_swap_rechooses_the_following_particle(response, expected):
+    view = make_view(response, gold=JEONSE + " " + DEPOSIT)
+    out = run("contradictory", view, "financial_term_misunderstanding")
+    assert out is not None and out.response == expected
+    assert judge(view, out, "contradictory")
+    assert naturalness(response, out.response, "contradictory") == (3, [])
+
+
+def test_english_turn_swaps_and_changes_numbers_case_preserving():
+    view = make_view("Net interest income increased to $1.2 billion in 2023.", answer="$1.2 billion", clue=TENK_CLUE,
+                     gold=TENK, lang="en", query="What was net interest income in 2023?")
+    term = run("contradictory", view, "financial_term_misunderstanding")
+    assert term.response == "Noninterest income increased to $1.2 billion in 2023."
+    mod = run("contradictory", view, "modifier_change")
+    assert mod.response == "Net interest income decreased to $1.2 billion in 2023."
+    num = run("contradictory", view, "number_error", 5)
+    added = number_keys(num.response) - number_keys(view.turn["response"])
+    assert added and not added & number_keys(TENK) and "2023" in num.response  # the answer changed, not the year
+    for out in (term, mod, num):
+        assert judge(view, out, "contradictory")
+    # multi-word entries whose counterpart shares a word ("more than" -> "less than")
+    bound = make_view("Total loans were more than $3 billion.", answer="$3 billion", clue=TENK_CLUE, gold=TENK, lang="en")
+    out = run("contradictory", bound, "modifier_change")
+    assert out.response == "Total loans were less than $3 billion."
+    assert judge(bound, out, "contradictory")
+    assert not fake(bound.turn["response"], "Total loans were close to $3 billion.", "contradictory", "modifier_change", bound)
+
+
+HISTORY = [{"query": "예금자보호 한도는 얼마인가요?", "response": "예금자보호 한도는 1인당 1억 원입니다."}]
+
+
+def test_inconsistency_only_on_reconfirm_turns_and_contradicts_the_history():
+    response = "네, 앞서 말씀드린 대로 예금자보호 한도는 1인당 1억 원입니다."
+    assert run("contradictory", make_view(response, history=HISTORY), "inconsistency") is None
+    view = make_view(response, kind="reconfirm", history=HISTORY)
+    said = number_keys(view.history_text)
+    for seed in range(20):
+        out = run("contradictory", view, "inconsistency", seed)
+        assert out is not None and out.subtype == "inconsistency"
+        added = number_keys(out.response) - number_keys(response)
+        assert added and not added & said and not added & number_keys(DEPOSIT)
+        assert "1인당" in out.response and "1억 원" not in out.response  # the reconfirmed answer itself changes
+        assert judge(view, out, "contradictory")
+        # the same edit without the earlier statement is no inconsistency
+        assert not judge(view, out, "contradictory", history="")
+
+
+def test_inconsistency_by_flipping_a_word_said_earlier():
+    hist = [{"query": "정기예금은 만기 전에 인출할 수 있나요?", "response": "정기예금은 만기 전 중도 인출이 불가능합니다."}]
+    view = make_view("네, 다시 확인해도 만기 전 중도 인출은 불가능합니다.", kind="reconfirm", history=hist, gold=JEONSE, answer="")
+    out = run("contradictory", view, "inconsistency")
+    assert out.response == "네, 다시 확인해도 만기 전 중도 인출은 가능합니다."
+    assert judge(view, out, "contradictory")
+
+
+# ---- Unverifiable ----------------------------------------------------------------------------------
+TWO_SENTENCES = "예금자보호 한도는 1인당 1억 원입니다. 외화예금도 보호 대상에 포함됩니다."
+
+
+@pytest.mark.parametrize("subtype", ["fabricated_detail", "subjective_opinion"])
+def test_unverifiable_replaces_the_supporting_sentence(subtype):
+    for seed in range(12):
+        view = make_view(TWO_SENTENCES)
+        out = run("unverifiable", view, subtype, seed)
+        assert out is not None and out.subtype == subtype
+        sents = split_sentences(out.response)
+        assert len(sents) == 2 and sents[0] == "예금자보호 한도는 1인당 1억 원입니다."
+        assert sents[1] not in TWO_SENTENCES and not contains_normalized(DEPOSIT, sents[1])
+        if subtype == "fabricated_detail":
+            assert number_keys(sents[1]) and not number_keys(sents[1]) & number_keys(DEPOSIT)
+        assert judge(view, out, "unverifiable")
+
+
+@pytest.mark.parametrize("subtype", ["fabricated_detail", "subjective_opinion"])
+def test_unverifiable_adds_a_sentence_to_a_one_sentence_answer(subtype):
+    view = make_view("예금자보호 한도는 1인당 1억 원입니다.")
+    out = run("unverifiable", view, subtype, 1)
+    sents = split_sentences(out.response)
+    assert len(sents) == 2 and sents[0] == view.turn["response"]
+    assert judge(view, out, "unverifiable")
+
+
+def test_fabricated_org_takes_the_right_particle():
+    seen = set()
+    for seed in range(200):
+        out = run("unverifiable", make_view("예금자보호 한도는 1인당 1억 원입니다."), "fabricated_detail", seed)
+        m = re.search(r"(\S+?)(와|과)의 협약", out.response)
+        if m:
+            assert m.group(1) in ORGS["ko"]
+            assert m.group(2) == particle(m.group(1), "과/와"), out.response
+            seen.add(m.group(1))
+    assert len(seen) >= 3
+
+
+def test_unverifiable_phrasing_banks_differ_by_variant():
+    a = {run("unverifiable", make_view(TWO_SENTENCES, variant="rules_a"), "subjective_opinion", s).response for s in range(30)}
+    b = {run("unverifiable", make_view(TWO_SENTENCES, variant="rules_b"), "subjective_opinion", s).response for s in range(30)}
+    assert a and b and not a & b
+
+
+# ---- Irrelevance -----------------------------------------------------------------------------------
+def test_condition_not_satisfied_uses_the_other_conditions_value():
+    view = make_view("은행권에서 대출을 받으면 DSR 규제 비율 40%가 적용됩니다.", answer="40%", clue=DSR_CLUE, gold=DSR)
+    out = run("irrelevance", view, "condition_not_satisfied")
+    assert out.subtype == "condition_not_satisfied"
+    assert out.response == "은행권에서 대출을 받으면 DSR 규제 비율 50%가 적용됩니다."
+    assert not contains_normalized(out.response, "40%")
+    assert judge(view, out, "irrelevance")
+    # a clue with one value has no other condition to borrow from
+    one = make_view("예금자보호 한도는 1인당 1억 원입니다.", clue="예금자보호 한도는 1억 원입니다.")
+    assert run("irrelevance", one, "condition_not_satisfied") is None
+
+
+SIBLINGS = [
+    {"seed_id": "s2", "passage_id": "p1", "question": "외화예금도 보호되나요?", "answer": "예",
+     "clue_text": "외화예금도 보호 대상에 포함되며", "qa_kind": "yesno"},
+    {"seed_id": "s3", "passage_id": "p1", "question": "보호 한도는 언제부터 상향되었나요?", "answer": "2025년 9월 1일",
+     "clue_text": "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다.", "qa_kind": "span"},  # clue holds 1억
+    {"seed_id": "s4", "passage_id": "p1", "question": "예금 보호 여부는 어디에서 확인할 수 있나요?", "answer": "금융상품 설명서",
+     "clue_text": "외화예금도 보호 대상에 포함되며, 보호 여부는 금융상품 설명서에서 확인할 수 있습니다.", "qa_kind": "span"},
+    {"seed_id": "s5", "passage_id": "p9", "question": "보험금 청구권의 소멸시효는?", "answer": "3년",
+     "clue_text": "보험금 청구권은 3년간 행사하지 아니하면 시효의 완성으로 소멸합니다.", "qa_kind": "span"},
+]
+
+
+def test_question_misunderstanding_answers_a_sibling_question():
+    view = make_view("예금자보호 한도는 1인당 1억 원입니다.", sibling_seeds=SIBLINGS)
+    for seed in range(10):
+        out = run("irrelevance", view, "question_misunderstanding", seed)
+        assert out.subtype == "question_misunderstanding"
+        assert "금융상품 설명서" in out.response  # the only eligible sibling: same passage, not yes/no, no 1억
+        assert not contains_normalized(out.response, "1억 원")
+        assert out.edit.endswith(SIBLINGS[2]["question"])
+        assert judge(view, out, "irrelevance")
+    only_bad = make_view("예금자보호 한도는 1인당 1억 원입니다.", sibling_seeds=[SIBLINGS[0], SIBLINGS[1], SIBLINGS[3]])
+    assert run("irrelevance", only_bad, "question_misunderstanding") is None
+
+
+def test_off_topic_drift_takes_content_from_another_document():
+    others = [{"passage_id": "p7", "text": INSURANCE, "doc_id": "doc-2"},
+              {"passage_id": "p8", "text": "같은 문서에 실린 예금자보호 제도의 다른 설명 문단입니다.", "doc_id": "doc-1"}]
+    view = make_view("안내에 따르면 예금자보호 한도는 1인당 1억 원입니다.", other_context=others, evidence=[DEPOSIT, INSURANCE])
+    for seed in range(10):
+        out = run("irrelevance", view, "off_topic_drift", seed)
+        assert out.subtype == "off_topic_drift" and "p7" in out.edit
+        assert out.response.startswith("안내에 따르면 ")  # discourse opener kept
+        assert out.response[len("안내에 따르면 "):] in split_sentences(INSURANCE)
+        assert not contains_normalized(out.response, "1억 원")
+        assert judge(view, out, "irrelevance")
+    same_doc_only = make_view("예금자보호 한도는 1인당 1억 원입니다.", other_context=others[1:])
+    assert run("irrelevance", same_doc_only, "off_topic_drift") is None
+
+
+def test_irrelevance_skips_reconfirm_and_unanswerable_turns():
+    view = make_view("은행권 DSR은 40%입니다.", answer="40%", clue=DSR_CLUE, gold=DSR, kind="reconfirm")
+    assert run("irrelevance", view, "condition_not_satisfied") is None
+    view = make_view("은행권 DSR은 40%입니다.", answer="40%", clue=DSR_CLUE, gold=DSR, answerable=False)
+    assert run("irrelevance", view, "condition_not_satisfied") is None
+
+
+# ---- False Acceptance / False Refusal ------------------------------------------------------------
+NEGATIVES = {"n1": INSURANCE, "n2": DSR, "n3": "신용카드 연회비는 카드 종류에 따라 다르게 부과됩니다."}
+
+
+def test_false_acceptance_replaces_context_with_hard_negatives():
+    view = make_view("예금자보호 한도는 1인당 1억 원입니다.", hard_negatives=list(NEGATIVES))
+    out = run("false_acceptance", view)
+    assert out.subtype is None and out.response == view.turn["response"]
+    assert out.context == [{"passage_id": p, "role": "hard_negative"} for p in NEGATIVES]
+    assert out.counterpart_label == "true_refusal" and is_refusal(out.counterpart)
+    assert judge(view, out, "false_acceptance", evidence=list(NEGATIVES.values()))
+    # the same answer over evidence that holds the clue is no false acceptance
+    assert not judge(view, out, "false_acceptance", evidence=[DEPOSIT])
+    assert run("false_acceptance", make_view(view.turn["response"], hard_negatives=["n1", "n2"])) is None
+    assert run("false_acceptance", make_view(view.turn["response"], hard_negatives=list(NEGATIVES), kind="reconfirm")) is None
+
+
+def test_false_acceptance_on_an_unanswerable_turn_answers_with_a_fitting_particle():
+    refusal = "제공된 자료에서는 예금자보호 한도에 관한 내용을 찾을 수 없어 정확한 답변을 드리기 어렵습니다."
+    view = make_view(refusal, answerable=False, answer="1억 원", evidence=[INSURANCE], gold=None)
+    out = run("false_acceptance", view)
+    assert not is_refusal(out.response) and "예금자보호 한도는 1억 원입니다." in out.response
+    assert out.counterpart == refusal and out.counterpart_label == "true_refusal"
+    assert judge(view, out, "false_acceptance")
+
+
+def test_false_refusal_refuses_over_evidence_that_holds_the_clue():
+    view = make_view("예금자보호 한도는 1인당 1억 원입니다.")
+    out = run("false_refusal", view)
+    assert out.subtype is None and is_refusal(out.response) and out.context is None
+    assert not is_refusal(view.turn["response"])
+    assert judge(view, out, "false_refusal")
+    assert not judge(view, out, "false_refusal", evidence=[INSURANCE])  # context lacks the clue
+    assert run("false_refusal", make_view(view.turn["response"], answerable=False)) is None
+    assert run("false_refusal", make_view(view.turn["response"], gold=None, evidence=[INSURANCE])) is None
+
+
+# ---- verify_label rejects corrupted injections --------------------------------------------------
+def test_verify_label_rejects_corrupted_injections():
+    orig = "예금자보호 한도는 1인당 1억 원입니다."
+    v = make_view(orig)
+    # number_error whose "new" number is stated by the evidence (5천만 원), or in another spelling (100,000,000원)
+    assert not fake(orig, "예금자보호 한도는 1인당 5천만 원입니다.", "contradictory", "number_error", v)
+    assert not fake(orig, "예금자보호 한도는 1인당 100,000,000원입니다.", "contradictory", "number_error", v)
+    assert not fake(orig, "예금자보호 한도는 1억 원입니다.", "contradictory", "number_error", v)  # nothing added
+    assert fake(orig, "예금자보호 한도는 1인당 3억 원입니다.", "contradictory", "number_error", v)
+    # modifier_change / term swap with no lexicon pair in the diff
+    m_orig = "정기예금은 만기 전 중도 인출이 불가능합니다."
+    vm = make_view(m_orig, gold=JEONSE)
+    assert not fake(m_orig, "정기예금은 만기 전 중도 인출이 어렵습니다.", "contradictory", "modifier_change", vm)
+    assert not fake(m_orig, "정기예금은 만기 전 중도 인출이 가능합니다.", "contradictory", "financial_term_misunderstanding", vm)
+    assert fake(m_orig, "정기예금은 만기 전 중도 인출이 가능합니다.", "contradictory", "modifier_change", vm)
+    assert not fake("적금은 만기 시 이자를 받습니다.", "적금은 만기 시 돈을 받습니다.", "contradictory",
+                    "financial_term_misunderstanding", vm)
+    # inconsistency that does not depart from the history
+    assert not fake(orig, orig, "contradictory", "inconsistency", v, history=HISTORY[0]["response"])
+    # unverifiable: the "added" sentence is in the evidence / is no opinion
+    assert not fake(orig, orig + " 보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다.",
+                    "unverifiable", "fabricated_detail", v)
+    assert not fake(orig, orig + " 외화예금도 보호 대상에 포함됩니다.", "unverifiable", "subjective_opinion", v)
+    assert fake(orig, orig + " 솔직히 이 정도면 누구에게나 추천할 만한 조건입니다.", "unverifiable", "subjective_opinion", v)
+    # condition_not_satisfied with a value no condition states, or keeping the answer
+    d_orig = "은행권에서 대출을 받으면 DSR 규제 비율 40%가 적용됩니다."
+    vd = make_view(d_orig, answer="40%", clue=DSR_CLUE, gold=DSR)
+    assert not fake(d_orig, d_orig.replace("40%", "60%"), "irrelevance", "condition_not_satisfied", vd)
+    assert not fake(d_orig, d_orig.replace("40%", "40%, 비은행권은 50%"), "irrelevance", "condition_not_satisfied", vd)
+    assert fake(d_orig, d_orig.replace("40%", "50%"), "irrelevance", "condition_not_satisfied", vd)
+    # irrelevance that still states the answer
+    assert not fake(orig, "보험금 청구권과 달리 예금자보호 한도는 1억 원입니다.", "irrelevance", "off_topic_drift", v)
+    assert not fake(orig, "보호 한도는 1억 원으로 상향되었습니다.", "irrelevance", "question_misunderstanding", v)
+    # false refusal that does not refuse; false acceptance that refuses
+    assert not fake(orig, "예금자보호 한도는 1인당 2억 원입니다.", "false_refusal", None, v)
+    assert not fake(orig, "죄송하지만 참고한 문서에 정보가 없어 답변드릴 수 없습니다.", "false_acceptance", None, v,
+                    evidence=[INSURANCE])
+    # an unknown subtype never verifies
+    assert not fake(orig, "예금자보호 한도는 1인당 3억 원입니다.", "contradictory", "made_up", v)
+
+
+# ---- determinism -----------------------------------------------------------------------------------
+CASES = [
+    ("contradictory", "number_error", lambda: make_view("예금자보호 한도는 1인당 1억 원입니다.")),
+    ("contradictory", "modifier_change", lambda: make_view("정기예금은 만기 전 중도 인출이 불가능합니다.", gold=JEONSE)),
+    ("contradictory", "financial_term_misunderstanding", lambda: make_view("만기 시 이자를 한꺼번에 받습니다.", gold=JEONSE)),
+    ("contradictory", "inconsistency", lambda: make_view("네, 한도는 1인당 1억 원입니다.", kind="reconfirm", history=HISTORY)),
+    ("unverifiable", "fabricated_detail", lambda: make_view(TWO_SENTENCES)),
+    ("unverifiable", "subjective_opinion", lambda: make_view(TWO_SENTENCES)),
+    ("irrelevance", "condition_not_satisfied",
+     lambda: make_view("은행권 DSR 규제 비율은 40%입니다.", answer="40%", clue=DSR_CLUE, gold=DSR)),
+    ("irrelevance", "question_misunderstanding", lambda: make_view("예금자보호 한도는 1억 원입니다.", sibling_seeds=SIBLINGS)),
+    ("irrelevance", "off_topic_drift", lambda: make_view("예금자보호 한도는 1억 원입니다.", other_context=[
+        {"passage_id": "p7", "text": INSURANCE, "doc_id": "doc-2"}, {"passage_id": "p8", "text": DSR, "doc_id": "doc-3"}])),
+    ("false_acceptance", None, lambda: make_view("예금자보호 한도는 1억 원입니다.", hard_negatives=list(NEGATIVES))),
+    ("false_refusal", None, lambda: make_view("예금자보호 한도는 1억 원입니다.")),
+]
+
+
+@pytest.mark.parametrize("htype,subtype,build", CASES, ids=[f"{t}-{s}" for t, s, _ in CASES])
+def test_injectors_are_deterministic_per_seed(htype, subtype, build):
+    outs = {}
+    for seed in range(6):
+        a, b = run(htype, build(), subtype, seed), run(htype, build(), subtype, seed)
+        assert a is not None and a == b
+        assert a.response != build().turn["response"] or a.context is not None
+        outs[seed] = a
+    if htype != "contradictory" or subtype not in ("modifier_change", "financial_term_misunderstanding"):
+        assert len({(o.response, o.counterpart) for o in outs.values()}) > 1 or htype == "irrelevance"
+
+
+# ---- naturalness -----------------------------------------------------------------------------------
+def test_naturalness_penalizes_broken_particles_and_spacing():
+    orig = "적금은 만기 시 이자를 한꺼번에 받습니다."
+    assert naturalness(orig, "적금은 만기 시 원금을 한꺼번에 받습니다.", "contradictory") == (3, [])
+    score, issues = naturalness(orig, "적금은 만기 시 원금을를 한꺼번에 받습니다.", "contradictory")
+    assert score == 2 and issues == ["broken particle"]
+    assert "broken particle" in naturalness(orig, "적금은 만기 시 원금이가 지급됩니다.", "contradictory")[1]
+    assert "broken particle" in naturalness(orig, "한도는은 1억 원입니다.", "contradictory")[1]
+    score, issues = naturalness(orig, "적금은 만기 시  원금을 한꺼번에 받습니다.", "contradictory")
+    assert score == 2 and issues == ["double space"]
+    score, issues = naturalness(orig, "적금은  만기 시 원금을를 한꺼번에", "contradictory")
+    assert score == 1 and len(issues) == 3
+    assert naturalness(orig, orig + " " + orig * 3, "contradictory")[0] == 2  # length ratio
+    assert naturalness(orig, "죄송하지만 참고한 문서에 적금에 대한 정보가 없어 답변드릴 수 없습니다. 해당 기관에 문의하세요.",
+                       "false_refusal") == (3, [])
+
+
+def test_naturalness_accepts_nouns_ending_in_i_before_ga():
+    """'차이가', '나이가' are natural: 이 belongs to the noun, not a second particle."""
+    orig = "은행권과 비은행권의 금리 차이가 1%p입니다."
+    assert naturalness(orig, "은행권과 비은행권의 금리 차이가 2%p입니다.", "contradictory") == (3, [])
+    assert naturalness(orig, "가입자의 나이가 만 19세 이상이어야 합니다.", "irrelevance") == (3, [])
