@@ -111,6 +111,6 @@ def module_closure(module: str) -> dict[str, str]:
         src = path.read_text("utf-8")
         seen[name] = hashlib.sha256(src.encode()).hexdigest()
         todo.extend(_finhallu_imports(path, name) - seen.keys())
-        if path.name == "__init__.py" and ("iter_modules" in src or "import_module" in src):  # registries load their modules
+        if path.name == "__init__.py" and ("import_module" in src or "finhallu.registry" in src):  # plugin registries
             todo.extend(f"{name}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__")
     return seen

@@ -32,7 +32,7 @@ _KO_REFUSALS = [
     "제공된 자료에서는 {topic}에 관한 내용을 찾을 수 없어 정확한 답변을 드리기 어렵습니다.",
     "죄송하지만 참고한 문서에 {topic}에 대한 정보가 없어 답변드릴 수 없습니다.",
     "현재 확인 가능한 자료만으로는 {topic}에 대해 답변드리기 어렵습니다. 해당 기관에 직접 문의해 보시기 바랍니다.",
-    "검색된 문서에는 {topic}와 관련된 근거가 없어 확답을 드리기 어렵습니다.",
+    "검색된 문서에는 {topic}{wa} 관련된 근거가 없어 확답을 드리기 어렵습니다.",
     "주어진 자료 범위에서는 {topic} 내용이 확인되지 않습니다. 정확한 내용은 담당 기관을 통해 확인하시기 바랍니다.",
     "{topic}에 대해서는 제공된 문서에 명시된 내용이 없어 말씀드리기 어렵습니다.",
 ]
@@ -114,7 +114,8 @@ def answer_turn(question: str, passage: str, clue: str, answer: str, qa_kind: st
 def refuse_turn(question: str, lang: str, rng_seed: int) -> TextOut:
     rng = random.Random(rng_seed)
     bank = _KO_REFUSALS if lang == "ko" else _EN_REFUSALS
-    return TextOut(text=rng.choice(bank).format(topic=topic_of(question, lang)))
+    topic = topic_of(question, lang)
+    return TextOut(text=rng.choice(bank).format(topic=topic, wa=particle(topic, "과/와")))
 
 
 _KO_REPLACE = {"은": "그건", "는": "그건", "이": "그게", "가": "그게", "을": "그걸", "를": "그걸",

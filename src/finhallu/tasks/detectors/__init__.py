@@ -7,11 +7,11 @@ binary, 4-class and type predictions and a short rationale.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from dataclasses import dataclass
 from typing import Callable
+
+from finhallu.registry import lookup
 
 DETECTORS: dict[str, "Detector"] = {}
 
@@ -48,13 +48,7 @@ def register_detector(name: str, **defaults):
 
 
 def get_detector(name: str) -> Detector:
-    if not DETECTORS:
-        for mod in pkgutil.iter_modules(__path__):
-            if not mod.name.startswith("_") and mod.name != "grounding":
-                importlib.import_module(f"{__name__}.{mod.name}")
-    if name not in DETECTORS:
-        raise KeyError(f"unknown detector {name!r}; registered: {sorted(DETECTORS)}")
-    return DETECTORS[name]
+    return lookup(DETECTORS, name, __name__, "detector", helpers=("grounding",))
 
 
 def looks_like_refusal(text: str) -> bool:

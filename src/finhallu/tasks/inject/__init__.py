@@ -6,11 +6,11 @@ and returns an Injected edit for one of its subtypes, or None when the turn cann
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import random
 from dataclasses import dataclass, field
 from typing import Callable
+
+from finhallu.registry import load_plugins
 
 INJECTORS: dict[str, "TypeInjector"] = {}
 
@@ -62,8 +62,5 @@ def register_injector(name: str, subtypes: tuple[str, ...], prefers):
 
 
 def load_injectors() -> dict[str, TypeInjector]:
-    if not INJECTORS:
-        for mod in pkgutil.iter_modules(__path__):
-            if mod.name not in ("lexicon", "edits"):
-                importlib.import_module(f"{__name__}.{mod.name}")
+    load_plugins(__name__, helpers=("lexicon", "edits"))
     return INJECTORS

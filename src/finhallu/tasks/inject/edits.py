@@ -76,12 +76,13 @@ def swap_first(text: str, pairs: list[tuple[str, str]], lang: str, skip: set[str
         if skip and old in skip:
             continue
         pattern = (r"\b" + re.escape(old) + r"\b") if lang == "en" else re.escape(old)
-        m = re.search(pattern, text, re.IGNORECASE if lang == "en" else 0)
-        if m and (best is None or m.start() < best[0].start()):
-            # Korean: never split a longer word (가능 inside 불가능)
+        for m in re.finditer(pattern, text, re.IGNORECASE if lang == "en" else 0):
+            # Korean: never split a longer word (가능 inside 불가능); a later standalone one may follow
             if lang == "ko" and old == "가능" and text[max(0, m.start() - 1):m.start()] == "불":
                 continue
-            best = (m, old, new)
+            if best is None or m.start() < best[0].start():
+                best = (m, old, new)
+            break
     if not best:
         return None
     m, old, new = best

@@ -6,11 +6,11 @@ triplets the source ships) and quarantine records for whatever in the file is un
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
+
+from finhallu.registry import lookup
 
 LOADERS: dict[str, "Loader"] = {}
 
@@ -62,12 +62,4 @@ def register_source(name: str, patterns: tuple[str, ...]):
 
 
 def get_loader(name: str) -> Loader:
-    # Import on a miss, not only when nothing is registered: importing one loader module directly
-    # (e.g. `from finhallu.tasks.sources import sec10k`) must not hide the others.
-    if name not in LOADERS:
-        for mod in pkgutil.iter_modules(__path__):
-            if not mod.name.startswith("_") and mod.name != "tables":
-                importlib.import_module(f"{__name__}.{mod.name}")
-    if name not in LOADERS:
-        raise KeyError(f"unknown source {name!r}; registered: {sorted(LOADERS)}")
-    return LOADERS[name]
+    return lookup(LOADERS, name, __name__, "source", helpers=("tables",))
