@@ -29,4 +29,5 @@ bench: $(STAMP)
 	$(PY) benchmarks/demo_build.py
 
 clean:
+	-test -x $(VENV)/bin/finhallu && $(VENV)/bin/finhallu stop-api --home $(HOME_DIR)
 	rm -rf $(HOME_DIR)

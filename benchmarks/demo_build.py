@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/demo_build.py [--keep] [--with-ui]
 
 Each build runs as a user would (`finhallu build`), so times include process start, imports
-and the Prefect API: by default a private local API per run (as `make demo` does). With
+and the Prefect API: by default the home's warm local API, which the cold build starts (as
+`make demo` does) and the warm rerun finds running. With
 --with-ui a `finhallu ui` server for the home is running and both builds report to it, as
 when someone watches runs in the UI. Targets (2 cores): cold < 120 s, warm < 15 % of cold.
 """
@@ -66,8 +67,9 @@ def main() -> None:
         if ui:
             os.killpg(ui.pid, 15)
             ui.wait()
+        subprocess.run([sys.executable, "-m", "finhallu.cli", "stop-api", "--home", str(home)], capture_output=True, cwd=ROOT)
     assert s2["ran"] == [], f"warm rerun was not fully cached: ran {s2['ran']}"
-    mode = "running finhallu ui" if ui else "private local API per build"
+    mode = "running finhallu ui" if ui else "home's local API (started by the cold build)"
     print(f"mode:                 {mode}")
     print(f"cpu cores:            {os.cpu_count()}")
     print(f"cold build:           {cold:7.2f} s  ({len(s1['ran'])} stages ran; in-process {s1['seconds']:.2f} s)")

@@ -27,6 +27,7 @@ def real_data() -> Path:
 def cli_env() -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    env["FINHALLU_API_IDLE_S"] = "20"  # warm API servers of test homes go away soon after the tests
     return env
 
 

@@ -49,8 +49,8 @@ class RichReporter:
 @contextlib.contextmanager
 def prefect_api(home: Path):
     """Where runs are reported: PREFECT_API_URL if set, else a running `finhallu ui` for this home,
-    else a private local API started now (it boots while the caller imports the pipeline)."""
-    from finhallu.flows.local_api import LocalPrefectAPI, running_ui_url
+    else the home's warm local API (started now if needed: it boots while the caller imports)."""
+    from finhallu.flows.local_api import HomeAPI, running_ui_url
 
     api = None
     if "PREFECT_API_URL" not in os.environ:
@@ -58,17 +58,16 @@ def prefect_api(home: Path):
         if ui:
             os.environ["PREFECT_API_URL"] = ui
         else:
-            api = LocalPrefectAPI().start()
+            api = HomeAPI(home).ensure()
     try:
-        yield (lambda: os.environ.__setitem__("PREFECT_API_URL", api.wait())) if api else (lambda: None)
+        yield (lambda: os.environ.__setitem__("PREFECT_API_URL", api.url())) if api else (lambda: None)
     finally:
         if api:
-            if "prefect" in sys.modules:  # deliver queued run logs before the API goes away
+            if "prefect" in sys.modules:  # deliver queued run logs
                 from prefect.logging.handlers import APILogHandler
 
                 APILogHandler().flush()
-            api.stop()
-            os.environ.pop("PREFECT_API_URL", None)
+            api.release()
 
 
 def cmd_build(args) -> int:
@@ -202,6 +201,13 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_stop_api(args) -> int:
+    from finhallu.flows.local_api import stop_home_api
+
+    print("stopped" if stop_home_api(_home(args)) else "no warm API server for this home")
+    return 0
+
+
 def cmd_status(args) -> int:
     from finhallu.warehouse import Catalog
 
@@ -239,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     u.set_defaults(fn=cmd_ui)
     add("report", help="print the latest report's path").set_defaults(fn=cmd_report)
     add("export", help="write JSONL/SFT exports of the current samples").set_defaults(fn=cmd_export)
+    add("stop-api", help="stop this home's warm Prefect API server (it also stops itself when idle)").set_defaults(fn=cmd_stop_api)
     st = add("status", help="current table versions and recent builds")
     st.add_argument("--last", type=int, default=5)
     st.set_defaults(fn=cmd_status)

@@ -1,23 +1,31 @@
-"""A private Prefect API server for one CLI run, started before the heavy imports.
+"""The Prefect API a build reports to when PREFECT_API_URL names none: kept warm per home.
 
-Prefect's ephemeral mode starts the same server (uvicorn on `create_app`) but only when the
-first flow runs, after importing the server package in the client process (~3 s) and then
-waiting for it (~3.5 s). Started first, it boots while finhallu imports and hashes inputs,
-which keeps a fully cached rebuild at a few seconds. Runs land in the run database under
-PREFECT_HOME, which `finhallu ui` serves. Skipped when PREFECT_API_URL names a server.
+Prefect's ephemeral mode starts a server (uvicorn on `create_app`) inside every process, only
+when the first flow runs: ~3 s importing the server package, ~3.5 s waiting for it, on every
+build. finhallu instead starts that same server as a small detached process per home (like a
+build tool's daemon): the first build boots it while it imports the pipeline, later builds
+find it through `<home>/prefect/api.json` and use it at once. It stops by itself once no build
+has touched its lease for `FINHALLU_API_IDLE_S` seconds (default 900) and no build holds the
+home lock. Runs land in the run database under PREFECT_HOME, which `finhallu ui` serves; a
+running `finhallu ui` for the home is preferred over it.
 """
 
 from __future__ import annotations
 
+import argparse
+import fcntl
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from importlib.util import find_spec
 from pathlib import Path
+
+DEFAULT_IDLE_S = 900.0
 
 
 def _free_port() -> int:
@@ -26,46 +34,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class LocalPrefectAPI:
-    def __init__(self):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}/api"
-        self.process: subprocess.Popen | None = None
+def _healthy(url: str, timeout: float = 0.5) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as r:
+            return r.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError):
+        return False
 
-    def start(self) -> "LocalPrefectAPI":
-        app_dir = Path(find_spec("prefect").origin).parent.parent
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-        env.pop("PREFECT_API_URL", None)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory", "prefect.server.api.server:create_app",
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        return self
 
-    def wait(self, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                err = self.process.stderr.read().decode(errors="replace")[-2000:] if self.process.stderr else ""
-                raise RuntimeError(f"the local Prefect API server exited ({self.process.returncode}): {err}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as r:
-                    if r.status == 200:
-                        return self.url
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"the local Prefect API server did not answer on {self.url} within {timeout:.0f}s")
+def api_file(home: Path) -> Path:
+    return Path(home) / "prefect" / "api.json"
 
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+
+def lease_file(home: Path) -> Path:
+    return Path(home) / "prefect" / "api.lease"
 
 
 def ui_url_file(home: Path) -> Path:
@@ -78,8 +60,115 @@ def running_ui_url(home: Path) -> str | None:
     if not f.exists():
         return None
     url = f.read_text().strip()
+    return url if _healthy(url) else None
+
+
+class HomeAPI:
+    """Find the home's warm API server or start one; `url()` blocks until it answers."""
+
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        self._url: str | None = None
+        self._process: subprocess.Popen | None = None
+
+    def ensure(self) -> "HomeAPI":
+        lease_file(self.home).parent.mkdir(parents=True, exist_ok=True)
+        lease_file(self.home).touch()
+        f = api_file(self.home)
+        if f.exists():
+            try:
+                url = json.loads(f.read_text())["url"]
+            except (ValueError, KeyError):
+                url = None
+            if url and _healthy(url, timeout=0.3):
+                self._url = url
+                return self
+        port = _free_port()
+        idle = os.environ.get("FINHALLU_API_IDLE_S", str(DEFAULT_IDLE_S))
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0"}
+        env.pop("PREFECT_API_URL", None)
+        log = open(self.home / "prefect" / "api.log", "ab")
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "finhallu.flows.local_api", "--home", str(self.home), "--port", str(port), "--idle-s", idle],
+            env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        self._pending = f"http://127.0.0.1:{port}/api"
+        return self
+
+    def url(self, timeout: float = 90.0) -> str:
+        if self._url:
+            return self._url
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                tail = (self.home / "prefect" / "api.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the local Prefect API server exited ({self._process.returncode}): {tail}")
+            if _healthy(self._pending, timeout=1):
+                self._url = self._pending
+                tmp = api_file(self.home).with_suffix(".tmp")
+                tmp.write_text(json.dumps({"url": self._url, "pid": self._process.pid}))
+                os.replace(tmp, api_file(self.home))
+                return self._url
+            time.sleep(0.1)
+        raise RuntimeError(f"the local Prefect API server did not answer on {self._pending} within {timeout:.0f}s")
+
+    def release(self) -> None:
+        lease_file(self.home).touch()
+
+
+def stop_home_api(home: Path) -> bool:
+    """Stop the home's warm API server, if one runs. Returns whether one was stopped."""
+    f = api_file(home)
+    if not f.exists():
+        return False
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=0.5) as r:
-            return url if r.status == 200 else None
-    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
-        return None
+        pid = json.loads(f.read_text())["pid"]
+        os.kill(pid, 15)
+    except (ValueError, KeyError, ProcessLookupError, PermissionError):
+        f.unlink(missing_ok=True)
+        return False
+    f.unlink(missing_ok=True)
+    return True
+
+
+def _build_running(home: Path) -> bool:
+    lock = home / ".build.lock"
+    if not lock.exists():
+        return False
+    with open(lock, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return False
+
+
+def _watchdog(home: Path, idle_s: float) -> None:
+    while True:
+        time.sleep(min(5.0, max(0.5, idle_s / 4)))
+        try:
+            quiet = time.time() - lease_file(home).stat().st_mtime
+        except FileNotFoundError:
+            quiet = idle_s + 1
+        if quiet > idle_s and not _build_running(home):
+            api_file(home).unlink(missing_ok=True)
+            os._exit(0)
+
+
+def main() -> None:  # the server process itself
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--home", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--idle-s", type=float, default=DEFAULT_IDLE_S)
+    args = ap.parse_args()
+    os.environ.update({"PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1", "PREFECT_UI_ENABLED": "0"})
+    threading.Thread(target=_watchdog, args=(Path(args.home), args.idle_s), daemon=True).start()
+    import uvicorn
+
+    uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=args.port,
+                log_level="error", lifespan="on")
+
+
+if __name__ == "__main__":
+    main()
