@@ -87,11 +87,12 @@ class HomeAPI:
         idle = os.environ.get("FINHALLU_API_IDLE_S", str(DEFAULT_IDLE_S))
         env = {**os.environ, "PREFECT_UI_ENABLED": "0"}
         env.pop("PREFECT_API_URL", None)
-        log = open(self.home / "prefect" / "api.log", "ab")
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "finhallu.flows.local_api", "--home", str(self.home), "--port", str(port), "--idle-s", idle],
-            env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
+        with open(self.home / "prefect" / "api.log", "ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "finhallu.flows.local_api", "--home", str(self.home), "--port", str(port),
+                 "--idle-s", idle],
+                env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+            )
         self._pending = f"http://127.0.0.1:{port}/api"
         return self
 
