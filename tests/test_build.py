@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -86,16 +87,23 @@ def test_injected_samples_carry_their_labels(demo_build):
     con.close()
 
 
-def test_readme_queries_run_readonly(demo_build):
+def test_readme_queries_run_in_the_duckdb_shell_readonly(demo_build):
     home, _ = demo_build
     readme = (ROOT / "README.md").read_text()
-    queries = [q.strip() for q in readme.split("```sql")[1:]]
-    queries = [q.split("```")[0].strip() for q in queries]
+    queries = [q.split("```")[0].strip() for q in readme.split("```sql")[1:]]
     assert len(queries) >= 4
-    con = _con(home)
+    shell = Path(sys.executable).parent / "duckdb"
+    assert shell.exists(), "the duckdb shell (duckdb-cli) should be installed with finhallu"
     for q in queries:
-        for stmt in [s for s in q.split(";") if s.strip()]:
-            con.execute(stmt).fetchall()
+        out = subprocess.run([str(shell), "-readonly", "-json", str(home / "warehouse.duckdb"), "-c", q],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "Error" not in out.stderr, (q, out.stderr)
+        if q is queries[0]:
+            rows = json.loads(out.stdout)
+            assert {r["label_4class"] for r in rows} == {"faithful_answer", "hallucination", "false_refusal", "true_refusal"}
+    # The Python client, read-only, sees the same views.
+    con = _con(home)
+    assert con.execute(queries[0]).fetchall()
     con.close()
 
 

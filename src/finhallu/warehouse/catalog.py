@@ -15,6 +15,8 @@ import duckdb
 
 from finhallu.warehouse.store import TableStore, atomic_write_bytes, utc_now
 
+STORAGE_VERSION = "v1.2.0"
+
 # Fixed column types for the JSON-backed views, so an empty catalog still has a schema.
 DQ_COLUMNS = {
     "build_id": "VARCHAR",
@@ -147,11 +149,17 @@ class Catalog:
 
         self.home.mkdir(parents=True, exist_ok=True)
         tmp = self.home / f".warehouse.{uuid.uuid4().hex}.duckdb"
-        con = duckdb.connect(str(tmp))
+        con = duckdb.connect()
         try:
+            # An older storage format keeps the file readable by the `duckdb` CLI analysts have
+            # (PyPI's duckdb-cli is 1.5.x; files in the 2.0 format do not open there).
+            con.execute(f"ATTACH {_sql_str(str(tmp))} AS w (STORAGE_VERSION '{STORAGE_VERSION}')")
+            con.execute("USE w")
             for s in stmts:
                 con.execute(s)
-            con.execute("CHECKPOINT")
+            con.execute("CHECKPOINT w")
+            con.execute("USE memory")
+            con.execute("DETACH w")
         finally:
             con.close()
         with open(tmp, "rb") as fh:
