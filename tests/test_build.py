@@ -56,7 +56,7 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
     assert con.execute("SELECT max(n) FROM (SELECT count(*) n FROM injections GROUP BY dialogue_id, injector)").fetchone()[0] == 1
     # Gates recorded, nothing failed.
     assert con.execute("SELECT count(*) FROM dq_results WHERE outcome != 'passed'").fetchone()[0] == 0
-    assert con.execute("SELECT count(DISTINCT table_name) FROM dq_results").fetchone()[0] == 20
+    assert con.execute("SELECT count(DISTINCT table_name) FROM dq_results").fetchone()[0] == 21
     assert (home / "reports").glob("*/index.html")
     assert Path(summary["report"]).read_text().count("<table") >= 4
     con.close()

@@ -22,7 +22,7 @@ class _Section(BaseModel):
 
 
 class SourceConfig(_Section):
-    kind: Literal["aihub", "sec10k", "dart"]
+    kind: Literal["aihub", "sec10k", "dart", "edgar_corpus", "xbrl"]
     # Files or folders; relative paths resolve against the profile file; `pkg:` = inside finhallu.
     paths: list[str]
     test_institutions: list[str] = Field(default_factory=list)

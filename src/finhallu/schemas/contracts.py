@@ -93,6 +93,18 @@ CONTRACTS: dict[str, Contract] = {
             doc="QA triplets shipped with a source (AI-Hub); offsets are into the cleaned block text.",
         ),
         _c(
+            "facts",
+            {"fact_id": S, "source": S, "entity": S, "entity_id": S, "concept": S, "label": S, "label_en": S,
+             "value": S, "numeric_value": F, "unit": S, "decimals": S, "period_start": S, "period_end": S,
+             "instant": B, "fiscal_year": I, "fiscal_period": S, "form": S, "filed": S, "accession": S,
+             "context_id": S, "dimensions": S, "source_path": S},
+            ("fact_id",),
+            not_null=("source", "concept", "value", "period_end", "source_path"),
+            allowed={"source": SOURCES},
+            allow_empty=True,
+            doc="XBRL facts (SEC companyfacts/instances, DART instances with Korean labels): numeric ground truth.",
+        ),
+        _c(
             "quarantine",
             {"source": S, "path": S, "record_id": S, "stage": S, "field": S, "error": S},
             (),

@@ -14,19 +14,21 @@ import polars as pl
 from finhallu.config import ChunkConfig
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.sources.tables import parse_markdown_table
-from finhallu.tasks.textnorm import split_sentences
+from finhallu.tasks import sentences
 from finhallu.tasks.tokenize import TOKENIZERS
 
 PACK_FRACTION = 0.4  # pack small blocks up to this share of max_tokens
 
 
-def _split_text(text: str, max_tokens: int, count) -> list[tuple[int, str]]:
+def _split_text(text: str, max_tokens: int, count, lang: str) -> list[tuple[int, str]]:
     """(char offset, piece) pieces under max_tokens, cut at sentence boundaries."""
     if count(text) <= max_tokens:
         return [(0, text)]
     pieces, cur, cur_start, pos = [], "", 0, 0
-    for sent in split_sentences(text):
+    for sent in sentences.split(text, lang):
         at = text.find(sent, pos)
+        if at < 0:  # the splitter normalized whitespace: fall back to the running position
+            at = pos
         pos = at + len(sent)
         if cur and count(cur + " " + sent) > max_tokens:
             pieces.append((cur_start, cur))
@@ -40,7 +42,7 @@ def _split_text(text: str, max_tokens: int, count) -> list[tuple[int, str]]:
     return pieces
 
 
-def _split_table(text: str, max_tokens: int, count) -> list[tuple[int, str]]:
+def _split_table(text: str, max_tokens: int, count, lang: str) -> list[tuple[int, str]]:
     if count(text) <= max_tokens:
         return [(0, text)]
     lines = text.splitlines()
@@ -93,7 +95,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             blocks = _packed_blocks(blocks, int(cfg.max_tokens * PACK_FRACTION), count)
         for b in blocks:
             splitter = _split_table if b["kind"] == "table" and parse_markdown_table(b["text"])[0] else _split_text
-            pieces = splitter(b["text"], cfg.max_tokens, count)
+            pieces = splitter(b["text"], cfg.max_tokens, count, doc["lang"])
             for i, (start, text) in enumerate(pieces):
                 pid = hashlib.sha256(f"{doc['doc_id']}|{b['block_id']}|{i}|{text}".encode()).hexdigest()[:20]
                 rows.append({

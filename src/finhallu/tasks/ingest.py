@@ -1,4 +1,4 @@
-"""ingest: raw files -> `documents`, `source_qas`, `quarantine`."""
+"""ingest: raw files -> `documents`, `source_qas`, `facts`, `quarantine`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 
 from finhallu.config import IngestConfig, SourceConfig, resolve_path
-from finhallu.tasks.base import Frames, StageContext
-from finhallu.tasks.sources import LoadedDoc, Quarantined, get_loader
+from finhallu.tasks.base import Frames, StageContext, rows_frame
+from finhallu.tasks.sources import LoadedDoc, LoadedFacts, Quarantined, get_loader
 
 
 def source_files(src: SourceConfig) -> list[tuple[Path, str]]:
@@ -50,7 +50,7 @@ def _split(src: SourceConfig, institution: str) -> str:
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: IngestConfig = ctx.config
-    docs, qas, quarantine = [], [], []
+    docs, qas, quarantine, facts = [], [], [], {}
     seen: set[str] = set()
     files = [(src, f, name) for src in cfg.sources for f, name in source_files(src)]
     for n, (src, f, name) in enumerate(files):
@@ -63,6 +63,10 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             if isinstance(item, Quarantined):
                 item.path = item.path.replace(str(f), name)
                 quarantine.append({**item.__dict__, "stage": "ingest"})
+                continue
+            if isinstance(item, LoadedFacts):
+                for row in item.rows:
+                    facts.setdefault(row["fact_id"], {**row, "source_path": row["source_path"].replace(str(f), name)})
                 continue
             assert isinstance(item, LoadedDoc)
             if item.doc_id in seen:
@@ -82,6 +86,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     return {
         "documents": documents,
         "source_qas": pl.DataFrame(qas, infer_schema_length=None).sort("qa_id") if qas else _empty("source_qas"),
+        "facts": rows_frame(list(facts.values()), "fact_id"),
         "quarantine": pl.DataFrame(quarantine).sort("path", "record_id", nulls_last=True) if quarantine else _empty("quarantine"),
     }
 

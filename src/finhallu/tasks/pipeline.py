@@ -7,7 +7,7 @@ from finhallu.tasks import (assemble, chunking, detect, dialogues, embedding, in
 from finhallu.tasks.base import Stage
 
 STAGES: list[Stage] = [
-    Stage("ingest", ingest.run, (), ("documents", "source_qas", "quarantine"), "ingest",
+    Stage("ingest", ingest.run, (), ("documents", "source_qas", "facts", "quarantine"), "ingest",
           description="raw files -> documents"),
     Stage("chunk", chunking.run, ("documents",), ("passages",), "chunk", description="structure-aware passages"),
     Stage("embed", embedding.run, ("passages",), ("embeddings",), "embed", description="passage embeddings"),

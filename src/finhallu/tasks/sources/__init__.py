@@ -38,6 +38,15 @@ class LoadedDoc:
 
 
 @dataclass
+class LoadedFacts:
+    """Numeric/text facts from XBRL (companyfacts JSON, instances): rows of the `facts` table."""
+
+    source: str
+    source_path: str
+    rows: list[dict]
+
+
+@dataclass
 class Quarantined:
     source: str
     path: str
@@ -50,7 +59,7 @@ class Quarantined:
 class Loader:
     name: str
     patterns: tuple[str, ...]  # glob patterns of files this loader reads inside a folder
-    load: Callable[[Path], Iterator[LoadedDoc | Quarantined]]
+    load: Callable[[Path], Iterator[LoadedDoc | LoadedFacts | Quarantined]]
 
 
 def register_source(name: str, patterns: tuple[str, ...]):
