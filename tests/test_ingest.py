@@ -20,7 +20,10 @@ def test_broken_inputs_are_quarantined_and_good_ones_load(tmp_path):
          "paragraphs": [{"context": "예금자보호 한도는 1억 원입니다.", "qas": [
              {"question_id": "q1", "qa_type": 1, "question": "예금자보호 한도는 얼마인가요?", "is_impossible": False,
               "answer": {"text": "1억 원", "answer_start": 10, "clue_text": "예금자보호 한도는 1억 원입니다.",
-                         "clue_start": 0, "options": None}}]}]},
+                         "clue_start": 0, "options": None}},
+             {"question_id": "q2", "qa_type": 1, "question": "보호 기간은요?", "is_impossible": False,
+              "answer": {"text": "5년", "answer_start": None, "clue_text": "보호 기간은 5년입니다.",
+                         "clue_start": None, "options": None}}]}]},
     ]}, ensure_ascii=False))
     cfg = load_config("demo", {"ingest": {"sources": [
         {"kind": "aihub", "paths": ["pkg:demo/aihub", str(bad)], "test_institutions": ["금융감독원", "한국소비자원"]},
@@ -35,6 +38,10 @@ def test_broken_inputs_are_quarantined_and_good_ones_load(tmp_path):
     src = by_path[("aihub", "missing_source.json")]
     assert src["field"] == "doc_source" and "NOSRC-1" in src["record_id"]
     assert all(r["stage"] == "ingest" for r in q.to_dicts())
+    clue = [r for r in q.to_dicts() if r["record_id"] == "OK-1/q2"]
+    assert clue and clue[0]["field"] == "answer.clue_text" and "missing_source.json" in clue[0]["path"]
+    flagged = out["source_qas"].filter(out["source_qas"]["qa_id"] == "OK-1/q2")
+    assert "clue_not_in_context" in flagged["flags"][0].to_list()
     docs = out["documents"]
     assert "OK-1" in docs["doc_id"].to_list() and docs.height >= 35
     assert "NOSRC-1" not in docs["doc_id"].to_list()

@@ -14,20 +14,31 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+AIHUB_TEST_INSTITUTIONS = ["금융감독원", "한국소비자원"]  # K-FinHallu's held-out institutions
+
+
 class SourceConfig(_Section):
     kind: Literal["aihub", "sec10k", "dart", "edgar_corpus", "xbrl"]
     # Files or folders; relative paths resolve against the profile file; `pkg:` = inside finhallu.
     paths: list[str]
-    test_institutions: list[str] = Field(default_factory=list)
+    # Splits are assigned by institution (AI-Hub doc_source; company for filings).
+    # None = the source's default: AI-Hub holds out 금융감독원 and 한국소비자원 for test.
+    test_institutions: list[str] | None = None
     valid_institutions: list[str] = Field(default_factory=list)
     default_split: Literal["train", "valid", "test"] = "train"
+
+    @model_validator(mode="after")
+    def _default_test_split(self) -> "SourceConfig":
+        if self.test_institutions is None:
+            self.test_institutions = list(AIHUB_TEST_INSTITUTIONS) if self.kind == "aihub" else []
+        return self
 
 
 class IngestConfig(_Section):

@@ -81,6 +81,12 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                 "blocks": [b.__dict__ for b in item.blocks],
             })
             qas.extend(item.qas)
+            for qa in item.qas:  # kept (flagged) in source_qas, and reported in quarantine
+                if "clue_not_in_context" in qa["flags"] or ("answer_not_in_context" in qa["flags"] and not qa["clue_text"]):
+                    field = "answer.clue_text" if "clue_not_in_context" in qa["flags"] else "answer.text"
+                    quarantine.append({"source": item.source, "path": item.source_path.replace(str(f), name),
+                                       "record_id": qa["qa_id"], "field": field, "stage": "ingest",
+                                       "error": f"{field} does not occur in its cleaned context; the QA is not used as a seed"})
         ctx.progress(n + 1, len(files))
     documents = pl.DataFrame(docs).sort("doc_id") if docs else pl.DataFrame()
     return {
