@@ -194,3 +194,14 @@ def test_second_build_on_same_home_refuses(tmp_path):
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
+
+
+def test_stage_command_runs_up_to_a_stage_without_moving_current(demo_build):
+    home, _ = demo_build
+    before = TableStore(home).current()
+    proc = subprocess.run([*FINHALLU, "stage", "retrieve", "--json", "--home", str(home)], capture_output=True,
+                          text=True, env=cli_env(), cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["cached"] == ["ingest", "chunk", "embed", "seed_qa", "retrieve"] and summary["ran"] == []
+    assert TableStore(home).current() == before

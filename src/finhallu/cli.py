@@ -105,7 +105,7 @@ def _build(args, ready) -> int:
     try:
         with Progress(*columns, console=console, transient=False, disable=args.json) as progress:
             set_reporter(RichReporter(progress))
-            outcome = run_build(args.profile, home, overrides or None, wait_s=args.wait)
+            outcome = run_build(args.profile, home, overrides or None, wait_s=args.wait, until=getattr(args, "stage", None))
     except HomeBusy as exc:
         console.print(f"[red]refused:[/red] {exc}")
         return 3
@@ -119,7 +119,10 @@ def _build(args, ready) -> int:
         console.print(f"[red]build {outcome.build_id} failed at stage {outcome.failed_stage}[/red]\n{outcome.message}")
         console.print("Nothing of that stage was published; the previous versions stay current. See dq_results in the warehouse.")
         return 2
-    if not args.json:
+    if not args.json and getattr(args, "stage", None):
+        console.print(f"[green]stages up to {args.stage} done[/green] ({len(outcome.stages_run)} ran, "
+                      f"{len(outcome.stages_cached)} cached): " + ", ".join(f"{r.name}@{r.version}" for r in outcome.refs.values()))
+    elif not args.json:
         _print_summary(console, home, outcome)
     return 0
 
@@ -226,11 +229,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add = lambda name, **kw: sub.add_parser(name, parents=[common], **kw)  # noqa: E731
     b = add("build", help="build the benchmark (all stages, cached)")
-    b.add_argument("--profile", default="demo", help="packaged profile name or a YAML path")
-    b.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value, e.g. detect.detectors.lexical_support.threshold=0.5")
-    b.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for a running build on the same home")
-    b.add_argument("--json", action="store_true", help="print a JSON summary instead of progress")
-    b.set_defaults(fn=cmd_build)
+    sg = add("stage", help="run the DAG up to one stage (cached), e.g. `finhallu stage retrieve`")
+    sg.add_argument("stage", help="stage name (see `finhallu stages`)",
+                    choices=["ingest", "chunk", "embed", "seed_qa", "retrieve", "dialogues", "dialogue_qc", "inject",
+                             "injection_qc", "assemble", "detect", "metrics", "report"])
+    for p in (b, sg):
+        p.add_argument("--profile", default="demo", help="packaged profile name or a YAML path")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a config value, e.g. detect.detectors.lexical_support.threshold=0.5")
+        p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for a running build on the same home")
+        p.add_argument("--json", action="store_true", help="print a JSON summary instead of progress")
+        p.set_defaults(fn=cmd_build)
     e = add("evaluate", help="run detectors on a published samples version (detect, metrics, report)")
     e.add_argument("--profile", default="demo")
     e.add_argument("--dataset-version", type=int, default=None, help="samples version (default: current)")

@@ -47,13 +47,14 @@ def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
 
 
 @flow(name="finhallu-build", flow_run_name="build-{build_id}", persist_result=False, log_prints=True)
-def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = None) -> dict:
+def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = None, until: str | None = None) -> dict:
     cfg = load_config(profile, overrides)
     catalog = Catalog(Path(home))
     store = catalog.store
     refs: dict[str, TableRef] = {}
     ran, cached = [], []
-    for stage in STAGES:
+    stages = STAGES if until is None else STAGES[: [s.name for s in STAGES].index(until) + 1]
+    for stage in stages:
         reporter().stage_started(stage.name)
         inputs = {n: refs[n] for n in stage.inputs}
         state = _run_stage(stage, inputs, cfg, home, build_id)
@@ -71,7 +72,8 @@ def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = 
         reporter().stage_finished(stage.name, "cached" if state.name == "Cached" else "done")
     # Current versions advance together, only when every stage passed: analysts always query
     # one consistent build, never a mix of a failed build's early stages and older late ones.
-    store.set_current(list(refs.values()))
+    if until is None:
+        store.set_current(list(refs.values()))
     catalog.refresh_views()
     return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed}
 
@@ -93,7 +95,9 @@ def new_build_id() -> str:
 
 
 def run_build(profile: str, home: str | Path, overrides: dict | None = None, wait_s: float = 0.0,
-              build_id: str | None = None) -> BuildOutcome:
+              build_id: str | None = None, until: str | None = None) -> BuildOutcome:
+    """Run the DAG (or, with `until`, the stages up to and including that one: their versions are
+    published and visible in `<table>_all`, but current versions move only on a full build)."""
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     build_id = build_id or new_build_id()
@@ -109,11 +113,12 @@ def run_build(profile: str, home: str | Path, overrides: dict | None = None, wai
         outcome = BuildOutcome(build_id, "failed")
         try:
             with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):
-                out = build_flow(profile=profile, home=str(home), build_id=build_id, overrides=overrides)
+                out = build_flow(profile=profile, home=str(home), build_id=build_id, overrides=overrides, until=until)
             outcome.status = "succeeded"
             outcome.refs, outcome.stages_run, outcome.stages_cached = out["refs"], out["ran"], out["cached"]
-            outcome.report = str(_write_report(home, build_id, out["refs"]["report_index"]))
-            export_files(home, out["refs"]["samples"])
+            if until is None:
+                outcome.report = str(_write_report(home, build_id, out["refs"]["report_index"]))
+                export_files(home, out["refs"]["samples"])
         except GateFailed as exc:
             outcome.failed_stage, outcome.message = exc.stage, str(exc)
         except Exception as exc:  # any other stage error: recorded, re-raised after bookkeeping
