@@ -204,6 +204,32 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_fetch(args) -> int:
+    """Download raw filings into a folder that a profile's ingest.sources paths can name."""
+    from finhallu import clients
+
+    try:
+        if args.source == "edgar":
+            ua = args.user_agent or os.environ.get("SEC_USER_AGENT") or os.environ.get("FINHALLU_SEC_USER_AGENT")
+            if not ua:
+                print("SEC requires a User-Agent naming you and a contact email: pass --user-agent "
+                      "'Name name@example.com' or set SEC_USER_AGENT", file=sys.stderr)
+                return 2
+            opts = {"base_url": args.base_url, "archives_url": args.archives_url or args.base_url} if args.base_url else {}
+            res = clients.fetch_edgar(args.cik, ua, args.dest, forms=tuple(args.form or ["10-K"]), limit=args.limit,
+                                      companyfacts=not args.no_facts, **opts)
+        else:
+            opts = {"base_url": args.base_url} if args.base_url else {}
+            res = clients.fetch_dart(args.corp_code, args.dest, args.begin, args.end, pblntf_ty=args.kind,
+                                     limit=args.limit, **opts)
+    except clients.ClientError as exc:  # every client error names URL and status, never the key
+        print(f"fetch failed: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"dest": str(res.dest), "documents": [str(p) for p in res.documents],
+                      "facts": [str(p) for p in res.facts]}, ensure_ascii=False))
+    return 0
+
+
 def cmd_stop_api(args) -> int:
     from finhallu.flows.local_api import stop_home_api
 
@@ -254,6 +280,24 @@ def main(argv: list[str] | None = None) -> int:
     u.set_defaults(fn=cmd_ui)
     add("report", help="print the latest report's path").set_defaults(fn=cmd_report)
     add("export", help="write JSONL/SFT exports of the current samples").set_defaults(fn=cmd_export)
+    f = add("fetch", help="download filings from EDGAR or OpenDART into a folder for a profile's sources")
+    fsub = f.add_subparsers(dest="source", required=True)
+    fe = fsub.add_parser("edgar", help="10-K primary documents (+ companyfacts JSON) of one company")
+    fe.add_argument("--cik", required=True)
+    fe.add_argument("--user-agent", help="'Name email' as SEC requires (or $SEC_USER_AGENT)")
+    fe.add_argument("--form", action="append", help="form type (repeatable; default 10-K)")
+    fe.add_argument("--no-facts", action="store_true", help="skip the companyfacts JSON")
+    fe.add_argument("--archives-url", help="archives host when --base-url points at a mirror")
+    fd = fsub.add_parser("dart", help="DART document XML of one company (key: $OPENDART_API_KEY or Prefect Secret)")
+    fd.add_argument("--corp-code", required=True)
+    fd.add_argument("--begin", required=True, help="YYYYMMDD")
+    fd.add_argument("--end", required=True, help="YYYYMMDD")
+    fd.add_argument("--kind", default="A", help="pblntf_ty (A = periodic reports)")
+    for p in (fe, fd):
+        p.add_argument("--dest", required=True, help="folder to download into")
+        p.add_argument("--limit", type=int, default=1, help="most recent N filings")
+        p.add_argument("--base-url", help="API base URL (a mirror or a test server)")
+    f.set_defaults(fn=cmd_fetch)
     add("stop-api", help="stop this home's warm Prefect API server (it also stops itself when idle)").set_defaults(fn=cmd_stop_api)
     st = add("status", help="current table versions and recent builds")
     st.add_argument("--last", type=int, default=5)

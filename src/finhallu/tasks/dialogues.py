@@ -101,6 +101,9 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                 cands = [s for s in by_doc.get(doc["doc_id"], []) + contexts.related_seeds(cur["seed_id"], by_passage)
                          if s not in chosen and seed_rows[s]["split"] == doc["split"]]
                 cands = [s for s in dict.fromkeys(cands) if seed_rows[s]["answerable"] or not used_unanswerable]
+                # Sources often ship paraphrases of one question: never ask for the same evidence twice.
+                asked = {(seed_rows[c]["passage_id"], seed_rows[c]["answer"]) for c in chosen}
+                cands = [c for c in cands if (seed_rows[c]["passage_id"], seed_rows[c]["answer"]) not in asked]
                 if not cands:
                     break  # no candidate fits: the dialogue ends here
                 # choose_next_question (rules): most related candidates first, then a seeded pick among the top 3

@@ -24,6 +24,9 @@ JUDGE = "rules-judge-v1"
 
 
 # ---- dialogue judge ----------------------------------------------------------------------
+# A question ends in "?" or a Korean interrogative/request ending (…요, …까, …니, …나, …야, …지, …냐, …가).
+_QUESTION_END = re.compile(r"(\?|[요까니나야지냐가죠래][.!]?)\s*$")
+
 def _jaccard(a: str, b: str) -> float:
     x, y = set(content_words(a)), set(content_words(b))
     return len(x & y) / len(x | y) if x | y else 0.0
@@ -52,14 +55,17 @@ def judge_dialogue(turns: list[dict], passages: dict[str, str], doc_of: dict[str
                 contains_normalized(x, t["answer"]) for x in texts if len(normalize(t["answer"] or "")) >= 2))
             correct.append(is_refusal(t["response"]))
         q = t["query"].strip()
-        well_formed.append(5 <= len(q) <= 300 and (q.endswith("?") or q.endswith("요") or q.endswith("까")))
+        well_formed.append(5 <= len(q) <= 300 and bool(_QUESTION_END.search(q)))
     plaus_share = sum(well_formed) / len(well_formed)
     plausibility = 3 if plaus_share == 1 else (2 if plaus_share >= 0.8 else 1)
     main = [t for t in turns if t["kind"] != "reconfirm"]
-    distinct = len({t["standalone_query"] for t in main}) == len(main)
+    # Diversity (Table 7): do the questions ask for different information? Same evidence asked
+    # twice (paraphrases) scores 1; distinct information phrased alike (templated filings) 2.
+    asked = [(t["clue_text"] or t["standalone_query"], t["answer"]) for t in main]
+    distinct = len(set(asked)) == len(asked) and len({t["standalone_query"] for t in main}) == len(main)
     overlaps = [_jaccard(a["standalone_query"], b["standalone_query"]) for a, b in zip(main, main[1:])]
     mean_overlap = sum(overlaps) / len(overlaps) if overlaps else 0.0
-    diversity = 1 if not distinct else (3 if mean_overlap < 0.5 else 2 if mean_overlap < 0.75 else 1)
+    diversity = 1 if not distinct else (3 if mean_overlap < 0.5 else 2)
     links = []
     for a, b in zip(turns, turns[1:]):
         same_doc = doc_of.get(a["seed_id"]) == doc_of.get(b["seed_id"])
