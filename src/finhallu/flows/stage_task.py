@@ -62,6 +62,7 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         roles={r: c.model_dump() for r, c in cfg.roles.items()},
         input_hashes={n: r.content_hash for n, r in inputs.items()},
         progress=lambda done, total: reporter().stage_progress(stage.name, done, total),
+        cache_dir=Path(home) / "cache",
     )
     outputs = stage.fn(frames, ctx)
     missing = set(stage.outputs) - set(outputs)

@@ -156,10 +156,12 @@ CONTRACTS: dict[str, Contract] = {
         ),
         _c(
             "hard_negatives",
-            {"seed_id": S, "passage_id": S, "candidate_rank": I, "score": F},
+            {"seed_id": S, "passage_id": S, "candidate_rank": I, "score": F, "clue_absent": B, "answer_absent": B,
+             "unanswerable": B, "is_hard_negative": B, "judge": S},
             ("seed_id", "passage_id"),
-            not_null=("candidate_rank", "score"),
+            not_null=("candidate_rank", "score", "clue_absent", "answer_absent", "is_hard_negative"),
             parents={"seed_id": "qa_seeds.seed_id", "passage_id": "passages.passage_id"},
+            doc="Every hard-negative candidate with its step-1 (lexical) and step-2 (answerability) verdicts.",
         ),
         _c(
             "dialogues",

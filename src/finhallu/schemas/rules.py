@@ -60,13 +60,22 @@ def _no_split_leakage(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
 def _hard_negative_lacks_clue(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
     seeds = nb["qa_seeds"].select("seed_id", "clue_text", "answer", "answerable", "qa_kind")
     texts = nb["passages"].select("passage_id", "text")
-    joined = df.join(seeds, on="seed_id", how="left").join(texts, on="passage_id", how="left")
+    joined = (df.filter(pl.col("is_hard_negative")).join(seeds, on="seed_id", how="left")
+              .join(texts, on="passage_id", how="left"))
     ok = []
     for r in joined.iter_rows(named=True):
         clue_in = bool(r["clue_text"]) and contains_normalized(r["text"], r["clue_text"])
         answer_in = answer_is_checkable(r) and contains_normalized(r["text"], r["answer"])
         ok.append(not clue_in and not answer_in)
     return joined.select("seed_id", "passage_id").with_columns(ok=pl.Series(ok, dtype=pl.Boolean))
+
+
+def _verdicts_consistent(df: pl.DataFrame, _: dict) -> pl.DataFrame:
+    """A hard negative passed both steps; step 2 ran exactly when step 1 passed."""
+    step1 = pl.col("clue_absent") & pl.col("answer_absent")
+    return df.select("seed_id", "passage_id", ok=(
+        (pl.col("is_hard_negative") == (step1 & pl.col("unanswerable").fill_null(False)))
+        & (pl.col("unanswerable").is_null() == ~step1)))
 
 
 def _one_injection_per_dialogue(df: pl.DataFrame, _: dict) -> pl.DataFrame:
@@ -105,7 +114,8 @@ def _dialogue_turn_count(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
 RULES: dict[str, list[Rule]] = {
     "documents": [Rule("institution_in_one_split", "an institution's documents all sit in one split", _institution_one_split)],
     "hard_negatives": [Rule("hard_negative_lacks_clue", "a hard negative contains neither the clue nor the answer (normalized)",
-                            _hard_negative_lacks_clue)],
+                            _hard_negative_lacks_clue),
+                       Rule("verdicts_consistent", "is_hard_negative = step 1 and step 2 passed", _verdicts_consistent)],
     "dialogues": [Rule("turn_count_matches", "n_turns equals the turns published for the dialogue", _dialogue_turn_count)],
     "turns": [Rule("context_matches_answerability",
                    "answerable turns show the gold passage and no hard negative; unanswerable turns show only hard negatives",

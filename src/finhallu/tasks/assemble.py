@@ -130,6 +130,11 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
     for k in (1, 5, 10):
         hit = ret.filter(pl.col("is_gold") & (pl.col("rank") <= k))["seed_id"].n_unique()
         add("all", f"retrieval_recall@{k}", "all", hit / n_answerable)
+    hn = inputs["hard_negatives"]
+    step1 = hn.filter(pl.col("clue_absent") & pl.col("answer_absent"))
+    add("all", "hard_negative_candidates", "all", hn.height)
+    add("all", "hard_negative_step1_retention", "all", step1.height / max(1, hn.height))
+    add("all", "hard_negative_step2_retention", "all", step1["is_hard_negative"].sum() / max(1, step1.height))
     for key, value in fingerprint_scores(samples, cfg.fingerprint_folds, seed).items():
         add("all", key, "all", value)
     return pl.DataFrame(rows)

@@ -32,6 +32,9 @@ class StageContext:
     roles: dict[str, dict] = field(default_factory=dict)
     input_hashes: dict[str, str] = field(default_factory=dict)
     progress: Callable[[int, int], None] = lambda done, total: None
+    # Content-addressed caches and artifacts under the home folder (embeddings by model and text
+    # hash, FAISS indexes). Reading them never changes a stage's output, only its cost.
+    cache_dir: Path | None = None
 
     def rng(self, *salt: object) -> random.Random:
         """A seeded RNG per stage and salt, so results never depend on iteration order elsewhere."""

@@ -44,7 +44,7 @@ class _Context:
         for r in retrievals.sort("seed_id", "rank").iter_rows(named=True):
             self.ret.setdefault(r["seed_id"], []).append(r)
         self.neg: dict[str, list[str]] = {}
-        for r in hard_negatives.sort("seed_id", "candidate_rank").iter_rows(named=True):
+        for r in hard_negatives.filter(pl.col("is_hard_negative")).sort("seed_id", "candidate_rank").iter_rows(named=True):
             self.neg.setdefault(r["seed_id"], []).append(r["passage_id"])
 
     def answerable(self, seed: dict, rng) -> list[dict]:

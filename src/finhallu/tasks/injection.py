@@ -52,9 +52,12 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     for s in seeds.values():
         if s["answerable"]:
             by_doc.setdefault(s["doc_id"], []).append(s)
+    # P_n for False Acceptance: the first K hard negatives, K as the turns' contexts have it.
+    k = max((len(c) for c in inputs["turns"]["context"].to_list()), default=10)
     negatives: dict[str, list[str]] = {}
-    for r in inputs["hard_negatives"].sort("seed_id", "candidate_rank").iter_rows(named=True):
-        negatives.setdefault(r["seed_id"], []).append(r["passage_id"])
+    for r in inputs["hard_negatives"].filter(pl.col("is_hard_negative")).sort("seed_id", "candidate_rank").iter_rows(named=True):
+        if len(negatives.setdefault(r["seed_id"], [])) < k:
+            negatives[r["seed_id"]].append(r["passage_id"])
     ctx_data = {"passages": {p["passage_id"]: p for p in inputs["passages"].select("passage_id", "text", "doc_id").iter_rows(named=True)},
                 "seeds": seeds, "negatives": negatives, "by_doc": by_doc}
 

@@ -2,10 +2,11 @@
 
 Search is exact inner product (FAISS IndexFlatIP over L2-normalized vectors) within the
 seed's own split, so no passage of another split can reach a sample (no leakage).
-Hard negatives (K-FinHallu §4.2, App. C): candidates are top-ranked passages other than the
-gold one; step 1 (lexical) drops any that contain the clue or the answer, after number/unit/
-spacing normalization; step 2 (answerability, rules backend) drops any that still cover most
-of the clue's content words, i.e. could plausibly answer the question.
+Hard negatives (K-FinHallu §4.2, App. C): candidates are the top-ranked passages other than
+the gold one and same-document passages holding the clue; step 1 (lexical) rejects any that
+contain the clue or the answer, after number/unit/spacing normalization; step 2 is the
+`judge_answerability` operation (LLM backend, or rules: the passage still covers most of the
+clue's content words). Every candidate's verdicts are kept; `is_hard_negative` marks survivors.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ from __future__ import annotations
 import faiss
 import numpy as np
 import polars as pl
+from pydantic import BaseModel
 
 from finhallu.config import RetrieveConfig
+from finhallu.llm.operations import operation
+from finhallu.llm.router import LLMRouter
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.embedding import HashingEmbedder
 from finhallu.tasks.textnorm import contains_normalized, content_words, normalize
+
+
+JUDGE = "answerability_judge"
 
 
 def embedder_for_model(model_id: str) -> HashingEmbedder:
@@ -43,12 +50,25 @@ def answer_is_checkable(seed: dict) -> bool:
     return seed["qa_kind"] != "yesno" and len(normalize(seed["answer"] or "")) >= 2
 
 
-def is_hard_negative(text: str, seed: dict, max_coverage: float) -> bool:
-    if seed["clue_text"] and contains_normalized(text, seed["clue_text"]):
-        return False  # step 1: the clue is there
-    if answer_is_checkable(seed) and contains_normalized(text, seed["answer"]):
-        return False  # step 1: the answer is there
-    return clue_coverage(text, seed["clue_text"]) < max_coverage  # step 2: cannot answer
+class AnswerabilityOut(BaseModel):
+    answerable: bool
+    reason: str
+
+
+@operation("judge_answerability", AnswerabilityOut)
+def judge_answerability(question: str, passage: str, clue: str | None, answer: str | None, lang: str,
+                        max_coverage: float = 0.6) -> AnswerabilityOut:
+    """Step 2, rules backend: a passage that still holds most of the clue's content words could
+    answer the question (paraphrased evidence), so it is no hard negative."""
+    cov = clue_coverage(passage, clue)
+    return AnswerabilityOut(answerable=cov >= max_coverage, reason=f"clue content-word coverage {cov:.2f}")
+
+
+def step1_verdicts(text: str, seed: dict) -> tuple[bool, bool]:
+    """Step 1 (lexical): (clue absent, answer absent) after number/unit/spacing normalization."""
+    clue_absent = not (seed["clue_text"] and contains_normalized(text, seed["clue_text"]))
+    answer_absent = not (answer_is_checkable(seed) and contains_normalized(text, seed["answer"]))
+    return clue_absent, answer_absent
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
@@ -58,6 +78,8 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     model = passages["model"][0]
     encoder = embedder_for_model(model)
     ret_rows, neg_rows = [], []
+    llm = LLMRouter(ctx.roles)
+    judge_name = llm.backend(JUDGE)
     done = 0
     for split in sorted(seeds["split"].unique().to_list()):
         ps = passages.filter(pl.col("split") == split)
@@ -80,17 +102,23 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                 positive = (not gold) and seed["answerable"] and contains_normalized(texts[j], seed["clue_text"])
                 ret_rows.append({"seed_id": seed["seed_id"], "rank": rank, "passage_id": pids[j], "score": s,
                                  "is_gold": gold, "is_positive": positive})
-            kept = 0
             for rank, (j, s) in enumerate(ranked, start=1):
-                if kept >= cfg.top_k:
-                    break
-                if seed["answerable"] and (pids[j] == seed["passage_id"]):
+                # Candidates: ranked passages other than the gold one and same-document passages with the clue.
+                if seed["answerable"] and pids[j] == seed["passage_id"]:
                     continue
                 if seed["answerable"] and docs[j] == seed["doc_id"] and contains_normalized(texts[j], seed["clue_text"]):
                     continue
-                if is_hard_negative(texts[j], seed, cfg.max_clue_coverage):
-                    neg_rows.append({"seed_id": seed["seed_id"], "passage_id": pids[j], "candidate_rank": rank, "score": s})
-                    kept += 1
+                clue_absent, answer_absent = step1_verdicts(texts[j], seed)
+                unanswerable = None
+                if clue_absent and answer_absent:
+                    verdict = llm.call(JUDGE, "judge_answerability", question=seed["question"], passage=texts[j],
+                                       clue=seed["clue_text"], answer=seed["answer"], lang=seed["lang"],
+                                       max_coverage=cfg.max_clue_coverage)
+                    unanswerable = not verdict.answerable
+                neg_rows.append({"seed_id": seed["seed_id"], "passage_id": pids[j], "candidate_rank": rank, "score": s,
+                                 "clue_absent": clue_absent, "answer_absent": answer_absent,
+                                 "unanswerable": unanswerable, "is_hard_negative": bool(unanswerable),
+                                 "judge": judge_name})
             done += 1
             ctx.progress(done, seeds.height)
     return {

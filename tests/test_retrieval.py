@@ -1,0 +1,72 @@
+"""Retrieve stage: top-K per split, and hard negatives that really lack the evidence."""
+
+import polars as pl
+
+from finhallu.config import EmbedConfig, RetrieveConfig
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.schemas.rules import RULES
+from finhallu.tasks import embedding, retrieval
+from finhallu.tasks.base import StageContext
+
+TEXTS = {
+    "pA": ("dA", "예금자보호 한도는 2025년 9월 1일부터 1인당 1억 원으로 상향되었습니다. 이자도 포함됩니다."),
+    "pB": ("dB", "예금보험공사 안내: 예금자보호 한도는 금융회사별 1인당 100,000,000원입니다."),  # same fact, other spelling
+    "pC": ("dC", "예금자보호 제도는 금융회사가 파산했을 때 예금보험공사가 예금을 대신 돌려주는 제도입니다."),
+    "pD": ("dD", "신용카드 연회비는 카드를 해지하면 남은 기간만큼 돌려받을 수 있습니다."),
+    "pE": ("dE", "예금자보호 대상 상품과 비보호 상품을 구분하는 방법을 알아봅니다. 펀드는 보호되지 않습니다."),
+}
+
+
+def _passages(split="train"):
+    return pl.DataFrame([{"passage_id": pid, "doc_id": d, "block_id": f"{d}-b", "source": "aihub", "institution": d,
+                          "lang": "ko", "split": split, "doc_type": "x", "title": "t", "section_path": "s",
+                          "kind": "text", "chunk_index": 0, "chunk_total": 1, "char_start": 0, "text": t,
+                          "token_count": 10, "tokenizer": "approx"} for pid, (d, t) in TEXTS.items()])
+
+
+def _seed(sid="s1", answerable=True, passage="pA", doc="dA"):
+    return {"seed_id": sid, "passage_id": passage, "doc_id": doc, "source": "aihub", "institution": doc, "lang": "ko",
+            "split": "train", "question": "예금자보호 한도는 1인당 얼마인가요?", "answer": "1억 원" if answerable else "2억 원",
+            "clue_text": "예금자보호 한도는 2025년 9월 1일부터 1인당 1억 원으로 상향되었습니다." if answerable else None,
+            "clue_start": 0 if answerable else None, "answer_start": 36 if answerable else None, "qa_kind": "span",
+            "answerable": answerable, "method": "aihub_given", "origin_id": sid}
+
+
+def _run(seeds, top_k=3):
+    passages = _passages()
+    emb = embedding.run({"passages": passages}, StageContext(stage="embed", config=EmbedConfig(), seed=1))["embeddings"]
+    ctx = StageContext(stage="retrieve", config=RetrieveConfig(top_k=top_k, candidate_pool=10), seed=1)
+    out = retrieval.run({"passages": passages, "embeddings": emb, "qa_seeds": pl.DataFrame(seeds)}, ctx)
+    return passages, out
+
+
+def test_passage_with_the_clue_is_never_a_hard_negative():
+    passages, out = _run([_seed()])
+    hn = out["hard_negatives"]
+    verdict = {r["passage_id"]: r for r in hn.iter_rows(named=True)}
+    assert "pA" not in verdict  # the gold passage is no candidate
+    assert verdict["pB"]["answer_absent"] is False and verdict["pB"]["is_hard_negative"] is False  # 100,000,000원 == 1억 원
+    assert verdict["pB"]["unanswerable"] is None  # step 2 only runs after step 1
+    assert verdict["pC"]["is_hard_negative"] and verdict["pC"]["judge"] == "offline:rules"
+    ret = out["retrievals"].filter(pl.col("seed_id") == "s1")
+    assert ret.height == 3 and ret.filter(pl.col("is_gold"))["passage_id"].to_list() == ["pA"]
+    conformed = {n: CONTRACTS[n].conform(df) for n, df in out.items()}
+    for rule in RULES["hard_negatives"]:
+        assert rule.derive(conformed["hard_negatives"], {"passages": passages, "qa_seeds": pl.DataFrame([_seed()])})["ok"].all()
+
+
+def test_unanswerable_seed_keeps_its_own_passage_as_a_candidate():
+    _, out = _run([_seed("s2", answerable=False)])
+    hn = out["hard_negatives"].filter(pl.col("is_hard_negative"))
+    assert "pA" in hn["passage_id"].to_list()  # its context lacks the (plausible) answer
+    assert not out["retrievals"]["is_gold"].any()
+
+
+def test_retrieval_never_crosses_splits():
+    passages = pl.concat([_passages("train"), _passages("test").with_columns(pl.col("passage_id") + "-t")])
+    emb = embedding.run({"passages": passages}, StageContext(stage="embed", config=EmbedConfig(), seed=1))["embeddings"]
+    seed = {**_seed(), "split": "test", "passage_id": "pA-t"}
+    out = retrieval.run({"passages": passages, "embeddings": emb, "qa_seeds": pl.DataFrame([seed])},
+                        StageContext(stage="retrieve", config=RetrieveConfig(top_k=5, candidate_pool=10), seed=1))
+    shown = out["retrievals"]["passage_id"].to_list() + out["hard_negatives"]["passage_id"].to_list()
+    assert shown and all(p.endswith("-t") for p in shown)
