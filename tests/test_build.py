@@ -80,9 +80,15 @@ def test_injected_samples_carry_their_labels(demo_build):
             assert any(p["role"] == "gold" for p in passages) and flabel == "faithful_answer"
         if htype != "false_acceptance":
             assert hresp != fresp
+    # Unanswerable contexts never hold the turn's gold passage.
+    leaked = con.execute("""SELECT count(*) FROM samples s JOIN injections i ON i.injection_id = s.pair_id
+        JOIN turns t ON t.turn_id = i.turn_id
+        WHERE NOT s.answerable AND list_contains([p.passage_id FOR p IN s.passages], t.gold_passage_id)""").fetchone()[0]
+    assert leaked == 0
+    assert con.execute("SELECT count(*) FROM samples WHERE NOT answerable").fetchone()[0] > 0
     # Hard negatives really lack the clue.
     for text, clue in con.execute("""SELECT p.text, q.clue_text FROM hard_negatives h JOIN passages p USING (passage_id)
-            JOIN qa_seeds q USING (seed_id) WHERE q.clue_text IS NOT NULL""").fetchall():
+            JOIN qa_seeds q USING (seed_id) WHERE q.clue_text IS NOT NULL AND h.is_hard_negative""").fetchall():
         assert not contains_normalized(text, clue)
     con.close()
 
