@@ -47,13 +47,33 @@ class IngestConfig(_Section):
 
 class ChunkConfig(_Section):
     max_tokens: int = 1000
-    tokenizer: Literal["approx"] = "approx"
+    # approx (offline XLM-R estimate) | kure (KURE-v1's tokenizer.json from $FINHALLU_KURE_PATH or the
+    # local HF cache) | hf:<path> (any local tokenizer.json or folder holding one). See tasks/tokenize.py.
+    tokenizer: str = Field(default="approx", pattern=r"^(approx|kure|hf:.+)$")
 
 
 class EmbedConfig(_Section):
-    backend: Literal["hashing"] = "hashing"
+    # A registered embedder (tasks/embedders/): hashing | sentence_transformers | kure | minilm | hybrid
+    backend: str = "hashing"
+    # hashing
     dim: int = 2048
     char_ngrams: list[int] = Field(default_factory=lambda: [2, 3])
+    hashing_version: Literal[1, 2] = 2  # v1 = the original features (kept byte-identical); v2 see embedders/hashing.py
+    # sentence_transformers / kure / minilm: hub id (found in the local HF cache, never downloaded)
+    # or local folder; None = the backend's default (nlpai-lab/KURE-v1; minilm: all-MiniLM-L6-v2)
+    model: str | None = None
+    device: str = "cpu"  # cpu | cuda | mps | auto
+    batch_size: int = 32
+    max_seq_length: int | None = None
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    # hybrid: dense backend (any of the above but hybrid) fused with BM25 over Kiwi morphemes
+    dense: str = "hashing"
+    fusion: Literal["sum", "rrf"] = "sum"
+    fusion_weight: float = Field(default=0.5, ge=0.0, le=1.0)  # dense share of the normalized score sum
+    rrf_k: int = 60
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
 
 
 class SeedQAConfig(_Section):
@@ -67,6 +87,20 @@ class RetrieveConfig(_Section):
     # Step 2 (answerability): a candidate still "covers" the clue if this share of the
     # clue's content words occurs in it; such passages are not hard negatives.
     max_clue_coverage: float = 0.6
+    # FAISS index (finhallu.tasks.index). `auto`: exact IndexFlatIP below `ann_threshold`
+    # passages, `ann_kind` at or above it; `flat`/`ivf`/`hnsw` force a kind at any size.
+    index_kind: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
+    ann_kind: Literal["ivf", "hnsw"] = "ivf"
+    ann_threshold: int = Field(200_000, ge=1)
+    ivf_nlist: int | None = Field(None, ge=1)  # None: about 4*sqrt(n), at most n/39
+    ivf_nprobe: int = Field(32, ge=1)
+    # An incrementally grown IVF keeps its trained centroids until it holds this many times
+    # the vectors they were trained on; then it is retrained from scratch.
+    ivf_retrain_growth: float = Field(2.0, ge=1.0)
+    hnsw_m: int = Field(32, ge=2)
+    hnsw_ef_construction: int = Field(80, ge=1)
+    hnsw_ef_search: int = Field(128, ge=1)
+    index_seed: int = 1234  # k-means (IVF) and level generator (HNSW) seed
 
 
 class DialogueConfig(_Section):

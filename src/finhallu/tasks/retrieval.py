@@ -11,7 +11,6 @@ clue's content words). Every candidate's verdicts are kept; `is_hard_negative` m
 
 from __future__ import annotations
 
-import faiss
 import numpy as np
 import polars as pl
 from pydantic import BaseModel
@@ -20,21 +19,13 @@ from finhallu.config import RetrieveConfig
 from finhallu.llm.operations import operation
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks.base import Frames, StageContext, rows_frame
-from finhallu.tasks.embedding import HashingEmbedder
+from finhallu.tasks.embedders.hybrid import HybridEmbedder
+from finhallu.tasks.embedding import embedder_for_model
+from finhallu.tasks.index import build_index
 from finhallu.tasks.textnorm import contains_normalized, content_words, normalize
 
 
 JUDGE = "answerability_judge"
-
-
-def embedder_for_model(model_id: str) -> HashingEmbedder:
-    # hashing-char23-w-d2048-v1
-    parts = model_id.split("-")
-    if parts[0] != "hashing":
-        raise ValueError(f"no query encoder registered for embedding model {model_id!r}")
-    ngrams = [int(c) for c in parts[1].removeprefix("char")]
-    dim = int(parts[3].removeprefix("d"))
-    return HashingEmbedder(dim, ngrams)
 
 
 def clue_coverage(passage: str, clue: str | None) -> float:
@@ -87,11 +78,14 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         if ps.height == 0 or ss.height == 0:
             continue
         mat = np.asarray(ps["vector"].to_list(), dtype=np.float32)
-        index = faiss.IndexFlatIP(mat.shape[1])
-        index.add(mat)
-        q = encoder.encode(ss["question"].to_list())
         pool = min(cfg.candidate_pool, ps.height)
-        scores, idx = index.search(q, pool)
+        questions = ss["question"].to_list()  # the standalone question is the retrieval key
+        if isinstance(encoder, HybridEmbedder):  # hybrid: dense vectors fused with BM25 over the passage texts
+            idx, scores = encoder.build_index(ps["text"].to_list(), mat).search(questions, pool)
+        else:  # FAISS: exact inner product, ANN past cfg.ann_threshold; persisted under the home cache
+            index = build_index(mat, ps["passage_id"].to_list(), model_id=model, cfg=cfg, cache_dir=ctx.cache_dir,
+                                meta={"split": split})
+            scores, idx = index.search_rows(encoder.encode_queries(questions), pool)
         pids = ps["passage_id"].to_list()
         texts = ps["text"].to_list()
         docs = ps["doc_id"].to_list()
