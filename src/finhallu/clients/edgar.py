@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
-from finhallu.clients.http import ClientError, HttpClient, RateLimiter
+from finhallu.clients.http import ClientError, HttpBacked, HttpClient, RateLimiter
 
 log = logging.getLogger("finhallu.clients")
 
@@ -67,7 +67,7 @@ def _same_sec_site(url: str) -> bool:
     return host == "sec.gov" or host.endswith(".sec.gov")
 
 
-class EdgarClient:
+class EdgarClient(HttpBacked):
     """EDGAR over HTTPS. `http_options` go to `HttpClient` (retry, timeout, clock, sleep, now, rng, transport)."""
 
     def __init__(self, user_agent: str, base_url: str = "https://data.sec.gov", archives_url: str = "https://www.sec.gov",
@@ -91,15 +91,6 @@ class EdgarClient:
             default_rps=max_rps,
             **http_options,
         )
-
-    def close(self) -> None:
-        self.http.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     # -- JSON APIs
 

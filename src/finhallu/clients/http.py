@@ -320,3 +320,18 @@ class HttpClient:
                 raise
 
         return self.request("GET", url, params=params, headers=headers, handle=write)
+
+
+class HttpBacked:
+    """Context-manager plumbing for API clients that wrap an `HttpClient` in `self.http`."""
+
+    http: "HttpClient"
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

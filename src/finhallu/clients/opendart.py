@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 import lxml.etree
 
-from finhallu.clients.http import MASK, ClientError, HttpClient, RetryPolicy
+from finhallu.clients.http import MASK, ClientError, HttpBacked, HttpClient, RetryPolicy
 
 log = logging.getLogger("finhallu.clients")
 
@@ -129,7 +129,7 @@ def parse_status_body(data: bytes) -> tuple[str, str] | None:
     return None
 
 
-class OpenDartClient:
+class OpenDartClient(HttpBacked):
     """OpenDART over HTTPS. `http_options` go to `HttpClient` (retry, timeout, clock, sleep, now, rng, transport);
     the same RetryPolicy governs status 020 retries."""
 
@@ -145,15 +145,6 @@ class OpenDartClient:
             **http_options,
         )
         self.retry: RetryPolicy = self.http.retry
-
-    def close(self) -> None:
-        self.http.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self) -> str:
         return f"OpenDartClient(api_key={MASK!r}, base_url={self.base_url!r})"
