@@ -168,7 +168,9 @@ def verify_label(inj: dict, turn: dict, evidence: list[str], history: str) -> tu
         added = [s for s in split_sentences(new) if s not in orig]
         return (any(_OPINION_MARKERS.search(s) and not contains_normalized(ev, s) for s in added), "adds an opinion")
     if sub == "condition_not_satisfied":
-        return (bool(added_keys) and added_keys <= ev_keys and not contains_normalized(new, turn["answer"]),
+        # The answer's value is gone and every number now stated is one the evidence gives (for another condition).
+        gone = number_keys(orig) - number_keys(new)
+        return (bool(gone) and number_keys(new) <= ev_keys and not contains_normalized(new, turn["answer"]),
                 "states a value the evidence gives for another condition")
     if sub in ("question_misunderstanding", "off_topic_drift"):
         return (not contains_normalized(new, turn["answer"]) and not contains_normalized(new, turn["clue_text"]),

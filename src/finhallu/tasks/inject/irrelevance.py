@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import random
+import re
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.responses import OPENERS, answer_turn
 from finhallu.tasks.textnorm import contains_normalized, find_numbers, format_decimal, number_keys, split_sentences
+
+
+_RANGE_LINK = re.compile(r"^\s*(?:부터|에서|이상|초과)?\s*(?:~|-|–|to|부터|에서)\s*$|^\s*(?:부터|에서)\s")
+
+
+def _is_range(clue: str, a, b) -> bool:
+    """Two numbers joined as one range ("6개월 전부터 2개월 전까지", "3~5%") state one condition."""
+    first, second = (a, b) if a.start < b.start else (b, a)
+    between = clue[first.end:second.start]
+    return len(between) <= 8 and bool(_RANGE_LINK.search(between) or "부터" in between or "~" in between)
 
 
 def condition_not_satisfied(view: TurnView, rng: random.Random) -> Injected | None:
@@ -19,8 +30,9 @@ def condition_not_satisfied(view: TurnView, rng: random.Random) -> Injected | No
         key = number_keys(span.raw)
         if not key or not (key & answer_keys or not answer_keys):
             continue
-        present = number_keys(resp)
-        others = [c for c in clue_nums if c.unit == span.unit and number_keys(c.raw) and not (number_keys(c.raw) & present)]
+        mine = next((c for c in clue_nums if number_keys(c.raw) == key), None)
+        others = [c for c in clue_nums if c.unit == span.unit and number_keys(c.raw) and not (number_keys(c.raw) & key)
+                  and not (mine is not None and _is_range(clue, mine, c))]
         if not others:
             continue
         other = rng.choice(others)
