@@ -1,14 +1,11 @@
 """prefect.yaml deploys to a real local Prefect server and a process worker runs `evaluate`."""
 
-import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml

@@ -30,3 +30,11 @@ def test_find_numbers_reads_units_and_values():
 def test_content_words_strip_particles_and_particle_choice():
     assert content_words("예금자보호 한도는 얼마인가요?") == ["예금자보호", "한도"]
     assert particle("원금", "을/를") == "을" and particle("이자", "을/를") == "를"
+
+
+def test_a_number_never_matches_inside_a_longer_number():
+    assert not contains_normalized("금리는 연 15%입니다.", "5%")
+    assert not contains_normalized("The rate was 2.5%.", "5%")
+    assert not contains_normalized("기간은 12개월입니다", "2개월")
+    assert contains_normalized("금리는 연 5%입니다.", "5%")
+    assert contains_normalized("한도는 1억 원", "100,000,000원")

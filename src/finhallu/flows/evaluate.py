@@ -46,6 +46,8 @@ def _stats_for(catalog: Catalog, samples: TableRef) -> TableRef:
 def evaluate_flow(home: str, profile: str, build_id: str, overrides: dict | None, samples: TableRef,
                   stats: TableRef) -> dict:
     cfg = load_config(profile, overrides)
+    if overrides:  # merge_dicts adds keys; the detector selection must replace the profile's set
+        cfg.detect.detectors = overrides["detect"]["detectors"]
     refs = {"samples": samples, "dataset_stats": stats}
     for name in EVAL_STAGES:
         stage = STAGES_BY_NAME[name]
@@ -60,7 +62,10 @@ def run_evaluate(home: str | Path, profile: str = "demo", dataset_version: int |
     home = Path(home).resolve()
     catalog = Catalog(home)
     build_id = "eval-" + new_build_id()
-    overrides = {"detect": {"detectors": {d: {} for d in detectors}}} if detectors else None
+    overrides = None
+    if detectors:  # select exactly these (with the profile's parameters where it has them), not add
+        profile_detectors = load_config(profile).detect.detectors
+        overrides = {"detect": {"detectors": {d: profile_detectors.get(d, {}) for d in detectors}}}
     with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
         samples = _ref_of(catalog, "samples", dataset_version)
         stats = _stats_for(catalog, samples)

@@ -20,7 +20,7 @@ from finhallu.schemas.contracts import CONTRACTS, ContractError
 from finhallu.schemas.gate import GateFailed, GateResult, run_gate
 from finhallu.tasks.base import StageContext, module_closure_hash
 from finhallu.tasks.pipeline import STAGES_BY_NAME
-from finhallu.warehouse import Catalog, TableRef, TableStore
+from finhallu.warehouse import Catalog, TableRef
 
 
 def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig, home: str) -> dict:
@@ -59,7 +59,7 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         stage=stage.name,
         config=getattr(cfg, stage.config_key),
         seed=cfg.seed,
-        roles={r: c.model_dump() for r, c in cfg.roles.items()},
+        roles={r: c.model_dump() for r, c in cfg.roles.items() if r in stage.roles},  # only what the key covers
         input_hashes={n: r.content_hash for n, r in inputs.items()},
         progress=lambda done, total: reporter().stage_progress(stage.name, done, total),
         cache_dir=Path(home) / "cache",

@@ -146,8 +146,13 @@ def _validate(frame: pl.DataFrame, expectations: list, suite_name: str, sample_c
     with _lock:
         suite = ctx.suites.add(gx.ExpectationSuite(name=f"{suite_name}-{uuid.uuid4().hex[:8]}", expectations=expectations))
         vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=suite.name, data=batch, suite=suite))
-    res = vd.run(batch_parameters={"dataframe": pdf},
-                 result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5})
+    try:
+        res = vd.run(batch_parameters={"dataframe": pdf},
+                     result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5})
+    finally:  # one context serves the whole process (a long-lived API, many builds): don't pile up suites
+        with _lock:
+            ctx.validation_definitions.delete(vd.name)
+            ctx.suites.delete(suite.name)
     out = []
     for r in res.results:
         cfg = r.expectation_config

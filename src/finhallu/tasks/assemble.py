@@ -8,18 +8,13 @@ plus the validity measures of DESIGN (fingerprints, leakage, retrieval recall).
 
 from __future__ import annotations
 
-import hashlib
 
 import numpy as np
 import polars as pl
 
 from finhallu.config import AssembleConfig
 from finhallu.taxonomy import labels_for
-from finhallu.tasks.base import Frames, StageContext, rows_frame
-
-
-def _sid(*parts: object) -> str:
-    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
+from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
 
 
 def build_samples(inputs: Frames) -> pl.DataFrame:
@@ -47,11 +42,11 @@ def build_samples(inputs: Frames) -> pl.DataFrame:
             "answerable": answerable, "injector": inj["injector"],
         }
         hb, h4 = labels_for(inj["hallu_type"], answerable)
-        rows.append({**base, "sample_id": f"smp-{_sid(inj['injection_id'], 'h')}", "response": inj["injected_response"],
+        rows.append({**base, "sample_id": f"smp-{stable_id(inj['injection_id'], 'h')}", "response": inj["injected_response"],
                      "label_binary": hb, "label_4class": h4, "hallu_type": inj["hallu_type"],
                      "hallu_subtype": inj["hallu_subtype"]})
         fb, f4 = labels_for(None, answerable)
-        rows.append({**base, "sample_id": f"smp-{_sid(inj['injection_id'], 'f')}", "response": inj["counterpart_response"],
+        rows.append({**base, "sample_id": f"smp-{stable_id(inj['injection_id'], 'f')}", "response": inj["counterpart_response"],
                      "label_binary": fb, "label_4class": f4, "hallu_type": None, "hallu_subtype": None})
     return rows_frame(rows, "sample_id")
 
@@ -143,6 +138,8 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: AssembleConfig = ctx.config
     samples = build_samples(inputs)
+    if samples.height == 0:  # nothing survived QC: let the samples gate say so (exit 2), not a crash
+        return {"samples": samples, "dataset_stats": pl.DataFrame()}
     ctx.progress(1, 2)
     stats = dataset_stats(samples, inputs, cfg, ctx.seed)
     ctx.progress(2, 2)

@@ -19,6 +19,11 @@ import polars as pl
 Frames = dict[str, pl.DataFrame]
 
 
+def stable_id(*parts: object, length: int = 16) -> str:
+    """A content-derived id: the same parts give the same id in every build."""
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:length]
+
+
 def rows_frame(rows: list[dict], sort_by: str | list[str], **kw) -> pl.DataFrame:
     """Rows -> a sorted frame; no rows -> an empty frame (the contract supplies the schema)."""
     return pl.DataFrame(rows, infer_schema_length=None, **kw).sort(sort_by) if rows else pl.DataFrame()

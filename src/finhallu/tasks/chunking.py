@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 
-import polars as pl
 
 from finhallu.config import ChunkConfig
 from finhallu.tasks.base import Frames, StageContext, rows_frame

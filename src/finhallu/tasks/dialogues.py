@@ -19,7 +19,7 @@ from finhallu.config import DialogueConfig
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks import responses  # noqa: F401  (registers the dialogue operations)
 from finhallu.tasks.base import Frames, StageContext, rows_frame
-from finhallu.tasks.textnorm import content_words
+from finhallu.tasks.textnorm import jaccard
 
 USER, ASSISTANT = "user_llm", "assistant_llm"
 _KO_RECONFIRM_YES = ["네, 맞습니다. ", "맞습니다. ", "네, 다시 확인해 보니 맞습니다. "]
@@ -28,11 +28,6 @@ _EN_RECONFIRM_YES = ["Yes, that's right. ", "Correct. ", "Yes, I double-checked:
 
 def _seed_int(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
-
-
-def _jaccard(a: str, b: str) -> float:
-    x, y = set(content_words(a)), set(content_words(b))
-    return len(x & y) / len(x | y) if x | y else 0.0
 
 
 class _Context:
@@ -108,7 +103,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                     break  # no candidate fits: the dialogue ends here
                 # choose_next_question (rules): most related candidates first, then a seeded pick among the top 3
                 cands.sort(key=lambda s: (-(seed_rows[s]["doc_id"] == doc["doc_id"]),
-                                          -_jaccard(seed_rows[s]["question"], cur["question"]), s))
+                                          -jaccard(seed_rows[s]["question"], cur["question"]), s))
                 nxt = rng.choice(cands[:3])
                 used_unanswerable |= not seed_rows[nxt]["answerable"]
                 chosen.append(nxt)

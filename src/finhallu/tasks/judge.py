@@ -17,7 +17,7 @@ from finhallu.config import DialogueQCConfig, InjectionQCConfig
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.inject.lexicon import MODIFIER_SET, TERM_SET
 from finhallu.tasks.responses import is_refusal
-from finhallu.tasks.textnorm import (contains_normalized, content_words, has_final_consonant, normalize, number_keys,
+from finhallu.tasks.textnorm import (contains_normalized, content_words, has_final_consonant, jaccard, normalize, number_keys,
                                      split_sentences)
 
 JUDGE = "rules-judge-v1"
@@ -26,11 +26,6 @@ JUDGE = "rules-judge-v1"
 # ---- dialogue judge ----------------------------------------------------------------------
 # A question ends in "?" or a Korean interrogative/request ending (…요, …까, …니, …나, …야, …지, …냐, …가).
 _QUESTION_END = re.compile(r"(\?|[요까니나야지냐가죠래][.!]?)\s*$")
-
-def _jaccard(a: str, b: str) -> float:
-    x, y = set(content_words(a)), set(content_words(b))
-    return len(x & y) / len(x | y) if x | y else 0.0
-
 
 def _supports(text: str, turn: dict) -> bool:
     if turn["clue_text"] and contains_normalized(text, turn["clue_text"]):
@@ -63,13 +58,13 @@ def judge_dialogue(turns: list[dict], passages: dict[str, str], doc_of: dict[str
     # twice (paraphrases) scores 1; distinct information phrased alike (templated filings) 2.
     asked = [(t["clue_text"] or t["standalone_query"], t["answer"]) for t in main]
     distinct = len(set(asked)) == len(asked) and len({t["standalone_query"] for t in main}) == len(main)
-    overlaps = [_jaccard(a["standalone_query"], b["standalone_query"]) for a, b in zip(main, main[1:])]
+    overlaps = [jaccard(a["standalone_query"], b["standalone_query"]) for a, b in zip(main, main[1:])]
     mean_overlap = sum(overlaps) / len(overlaps) if overlaps else 0.0
     diversity = 1 if not distinct else (3 if mean_overlap < 0.5 else 2)
     links = []
     for a, b in zip(turns, turns[1:]):
         same_doc = doc_of.get(a["seed_id"]) == doc_of.get(b["seed_id"])
-        links.append(same_doc or _jaccard(a["standalone_query"], b["standalone_query"]) > 0.1)
+        links.append(same_doc or jaccard(a["standalone_query"], b["standalone_query"]) > 0.1)
     link_share = sum(links) / len(links) if links else 1.0
     coherency = 3 if link_share >= 0.8 else 2 if link_share >= 0.5 else 1
     return {

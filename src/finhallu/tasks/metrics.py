@@ -79,7 +79,7 @@ def _slices(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
 
 def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig, seed: int,
              dataset: str, dataset_version: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    joined = detections.join(samples.drop("history", "passages"), on="sample_id", how="inner")
+    joined = detections.join(samples.drop("history", "passages"), on="sample_id", how="inner").sort("detector", "sample_id")
     rows, conf = [], []
     rng = np.random.default_rng(seed)
     for (eval_id, detector), df in sorted(joined.group_by("eval_id", "detector"), key=lambda kv: kv[0]):

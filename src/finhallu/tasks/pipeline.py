@@ -36,6 +36,8 @@ STAGES: list[Stage] = [
     Stage("metrics", metrics.run, ("samples", "detections"), ("metrics", "confusion"), "metrics",
           description="metrics with bootstrap CIs"),
     Stage("report", report.run, ("metrics", "confusion", "dataset_stats"), ("report_index",), "report",
+          roles=("user_llm", "assistant_llm", "answerability_judge", "dialogue_judge", "injector_a", "injector_b",
+                 "injection_judge", "detector_judge"),
           description="HTML report"),
 ]
 STAGES_BY_NAME = {s.name: s for s in STAGES}

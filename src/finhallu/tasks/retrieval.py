@@ -64,7 +64,8 @@ def step1_verdicts(text: str, seed: dict) -> tuple[bool, bool]:
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: RetrieveConfig = ctx.config
-    passages = inputs["passages"].join(inputs["embeddings"].select("passage_id", "vector", "model"), on="passage_id")
+    passages = (inputs["passages"].join(inputs["embeddings"].select("passage_id", "vector", "model"), on="passage_id")
+                .sort("passage_id"))  # join order is unspecified; index positions must not depend on it
     seeds = inputs["qa_seeds"]
     model = passages["model"][0]
     encoder = embedder_for_model(model)

@@ -8,19 +8,14 @@ LLM-based triplet extraction and multi-LLM QA for filings extend this stage late
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 import polars as pl
 
 from finhallu.config import SeedQAConfig
-from finhallu.tasks.base import Frames, StageContext, rows_frame
+from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
 from finhallu.tasks.sources.tables import parse_markdown_table
 from finhallu.tasks.textnorm import find_numbers, particle, split_sentences
-
-
-def _sid(*parts: object) -> str:
-    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
 def _line_containing(text: str, start: int, length: int) -> tuple[int, str]:
@@ -75,7 +70,7 @@ def _seed(p: dict, qa: dict, clue, clue_start, answer_start, answerable: bool) -
     if kind == "yesno":
         answer = {"yes": "예", "no": "아니오"}.get(answer.strip().lower(), answer)
     return {
-        "seed_id": f"s-{_sid('aihub', qa['qa_id'])}", "passage_id": p["passage_id"], "doc_id": p["doc_id"],
+        "seed_id": f"s-{stable_id('aihub', qa['qa_id'])}", "passage_id": p["passage_id"], "doc_id": p["doc_id"],
         "source": p["source"], "institution": p["institution"], "lang": p["lang"], "split": p["split"],
         "question": qa["question"], "answer": answer, "clue_text": clue, "clue_start": clue_start,
         "answer_start": answer_start, "qa_kind": kind, "answerable": answerable, "method": "aihub_given",
@@ -95,16 +90,17 @@ def _table_seeds(p: dict, cfg: SeedQAConfig, ctx: StageContext) -> tuple[list[di
         return [], []
     company, year = _company_period(p)
     triplets, seeds = [], []
-    lines = p["text"].splitlines()
-    for row in body:
+    table_lines = [ln for ln in p["text"].splitlines() if ln.startswith("|")]
+    body_lines = table_lines[2:] if len(table_lines) >= 2 and set(table_lines[1].replace("|", "").split()) <= {"---"} else table_lines[1:]
+    for i, row in enumerate(body):
         label = row[0].strip()
         if not label or find_numbers(label) and len(label) < 6:
             continue
-        row_line = next((ln for ln in lines if ln.startswith("| " + row[0])), None)
+        row_line = body_lines[i] if i < len(body_lines) else None  # this row's own line, never a look-alike
         for j, cell in enumerate(row[1:], start=1):
             if j >= len(header) or not header[j] or not find_numbers(cell) or cell in ("-", "—"):
                 continue
-            tid = f"t-{_sid(p['passage_id'], label, header[j], cell)}"
+            tid = f"t-{stable_id(p['passage_id'], label, header[j], cell)}"
             triplets.append({"triplet_id": tid, "passage_id": p["passage_id"], "head": label,
                              "relation": header[j], "tail": cell, "origin": "table_rule"})
             if row_line and cell in row_line:
@@ -125,7 +121,7 @@ def _table_seeds(p: dict, cfg: SeedQAConfig, ctx: StageContext) -> tuple[list[di
         clue = t["_row_line"]
         clue_start = p["text"].find(clue)
         seeds.append({
-            "seed_id": f"s-{_sid('table', t['triplet_id'])}", "passage_id": p["passage_id"], "doc_id": p["doc_id"],
+            "seed_id": f"s-{stable_id('table', t['triplet_id'])}", "passage_id": p["passage_id"], "doc_id": p["doc_id"],
             "source": p["source"], "institution": p["institution"], "lang": p["lang"], "split": p["split"],
             "question": q, "answer": t["tail"],
             "clue_text": clue, "clue_start": clue_start, "answer_start": clue_start + clue.find(t["tail"]),

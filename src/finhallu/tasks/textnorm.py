@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from decimal import Decimal, InvalidOperation
 
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
@@ -80,6 +81,7 @@ def _canon_unit(unit: str) -> str:
     return {"퍼센트": "%", "percent": "%", "bps": "bp", "basis point": "bp", "basis points": "bp"}.get(u, u)
 
 
+@lru_cache(maxsize=65536)  # passages are compared against many clues: normalize each once
 def normalize(text: str) -> str:
     """Canonical comparison form: NFKC, lowercase, numbers as plain digits, no whitespace/punctuation noise."""
     if not text:
@@ -97,10 +99,18 @@ def normalize(text: str) -> str:
 
 
 def contains_normalized(haystack: str | None, needle: str | None) -> bool:
+    """Needle in haystack after normalization; a number never matches inside a longer number
+    ("5%" is not in "15%", "2개월" not in "12개월")."""
     if not haystack or not needle:
         return False
     n = normalize(needle).rstrip(".")
-    return bool(n) and n in normalize(haystack)
+    if not n:
+        return False
+    h = normalize(haystack)
+    if not (n[0].isdigit() or n[-1].isdigit()):
+        return n in h
+    pattern = ("(?<![\\d.])" if n[0].isdigit() else "") + re.escape(n) + ("(?![\\d])" if n[-1].isdigit() else "")
+    return re.search(pattern, h) is not None
 
 
 def number_keys(text: str) -> set[str]:
@@ -151,6 +161,12 @@ def content_words(text: str) -> list[str]:
         if len(w) >= 2 and w not in STOPWORDS and w not in _PARTICLE_SET:
             out.append(w)
     return out
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard overlap of two texts' content words."""
+    x, y = set(content_words(a)), set(content_words(b))
+    return len(x & y) / len(x | y) if x | y else 0.0
 
 
 def has_final_consonant(word: str) -> bool:
