@@ -38,3 +38,7 @@ def test_a_number_never_matches_inside_a_longer_number():
     assert not contains_normalized("기간은 12개월입니다", "2개월")
     assert contains_normalized("금리는 연 5%입니다.", "5%")
     assert contains_normalized("한도는 1억 원", "100,000,000원")
+
+
+def test_a_number_after_a_sentence_end_still_matches():
+    assert contains_normalized("보고서가 발간되었습니다. 2025년 5월에는 금리를 낮췄습니다.", "2025년 5월에는 금리를 낮췄습니다.")

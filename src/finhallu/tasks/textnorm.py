@@ -109,7 +109,8 @@ def contains_normalized(haystack: str | None, needle: str | None) -> bool:
     h = normalize(haystack)
     if not (n[0].isdigit() or n[-1].isdigit()):
         return n in h
-    pattern = ("(?<![\\d.])" if n[0].isdigit() else "") + re.escape(n) + ("(?![\\d])" if n[-1].isdigit() else "")
+    # not after a digit, nor after a decimal point ("2.5%" holds no "5%"); a sentence-ending "." is fine
+    pattern = ("(?<!\\d)(?<!\\d\\.)" if n[0].isdigit() else "") + re.escape(n) + ("(?!\\d)" if n[-1].isdigit() else "")
     return re.search(pattern, h) is not None
 
 
