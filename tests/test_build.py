@@ -38,7 +38,11 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
     assert {t for (t,) in con.execute("SELECT DISTINCT hallu_type FROM samples WHERE hallu_type IS NOT NULL").fetchall()} == TYPES
     subtypes = {s for (s,) in con.execute("SELECT DISTINCT hallu_subtype FROM samples WHERE hallu_subtype IS NOT NULL").fetchall()}
     assert len(subtypes) >= 7, subtypes
-    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= 100
+    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= 150
+    stats = dict(con.execute("SELECT metric, value FROM dataset_stats WHERE split = 'all' AND slice = 'all'").fetchall())
+    # Faithful dialogues are grounded: the judge keeps (nearly) all of them on the authored corpus.
+    assert stats["dialogue_retention"] >= 0.9 and stats["injection_retention"] >= 0.9
+    assert stats["fingerprint_tfidf_lr_accuracy"] <= 0.6 and stats["fingerprint_length_accuracy"] <= 0.6
     assert {s for (s,) in con.execute("SELECT DISTINCT source FROM documents").fetchall()} == {"aihub", "sec10k", "dart"}
     # Pairing: one faithful and one hallucinated sample per pair, same turn.
     bad_pairs = con.execute("""SELECT pair_id FROM samples GROUP BY pair_id
