@@ -109,6 +109,17 @@ def fixture_bytes(rel: str) -> bytes:
     return (fixtures_dir() / rel).read_bytes()
 
 
+def serve_latest_10k(stub: EdgarStub, html_rel: str, companyfacts: bytes) -> tuple[dict, int]:
+    """Serve the real submissions JSON with `html_rel` as its latest 10-K's primary document."""
+    sub_bytes = fixture_bytes("sec10k/xbrl/submissions_company_submission.json")
+    recent = json.loads(sub_bytes)["filings"]["recent"]
+    i = recent["form"].index("10-K")
+    stub.add_submissions(TSLA, sub_bytes)
+    stub.add_document(TSLA, recent["accessionNumber"][i], recent["primaryDocument"][i], fixture_bytes(html_rel))
+    stub.add_companyfacts(TSLA, companyfacts)
+    return recent, i
+
+
 # =========================================================================== http helper
 
 def test_parse_retry_after_seconds_and_http_date():
@@ -210,14 +221,8 @@ def test_edgar_submissions_filings_download_loadable(edgar, tmp_path, real_data)
 
 @pytest.mark.realdata
 def test_fetch_edgar_writes_a_folder_the_sec10k_loader_ingests(edgar, tmp_path, real_data):
-    sub_bytes = fixture_bytes("sec10k/xbrl/submissions_company_submission.json")
-    recent = json.loads(sub_bytes)["filings"]["recent"]
-    i = recent["form"].index("10-K")
-    edgar.add_submissions(TSLA, sub_bytes)
-    edgar.add_document(TSLA, recent["accessionNumber"][i], recent["primaryDocument"][i],
-                       fixture_bytes("sec10k/html/aapl-10-k-2024-11-01.html"))
     facts = fixture_bytes("sec10k/xbrl/companyfacts_lpa_facts.json")
-    edgar.add_companyfacts(TSLA, facts)
+    recent, i = serve_latest_10k(edgar, "sec10k/html/aapl-10-k-2024-11-01.html", facts)
 
     res = fetch_edgar(TSLA, UA, tmp_path / "sec", base_url=edgar.url, archives_url=edgar.url, retry=FAST)
     assert len(res.documents) == 1 and res.filings[0]["accession"] == recent["accessionNumber"][i]
@@ -606,13 +611,8 @@ def test_fetch_cli_then_ingest_reads_the_folder(edgar, tmp_path, real_data):
     from finhallu.tasks import ingest
     from finhallu.tasks.base import StageContext
 
-    sub_bytes = fixture_bytes("sec10k/xbrl/submissions_company_submission.json")
-    recent = json.loads(sub_bytes)["filings"]["recent"]
-    i = recent["form"].index("10-K")
-    edgar.add_submissions(TSLA, sub_bytes)
-    edgar.add_document(TSLA, recent["accessionNumber"][i], recent["primaryDocument"][i],
-                       fixture_bytes("sec10k/html/wfc-10-k-2025-02-25.html"))
-    edgar.add_companyfacts(TSLA, fixture_bytes("sec10k/xbrl/companyfacts_snow_facts.json"))
+    serve_latest_10k(edgar, "sec10k/html/wfc-10-k-2025-02-25.html",
+                     fixture_bytes("sec10k/xbrl/companyfacts_snow_facts.json"))
     dest = tmp_path / "edgar"
     no_ua = subprocess.run([sys.executable, "-m", "finhallu.cli", "fetch", "edgar", "--cik", str(TSLA), "--dest", str(dest),
                             "--base-url", edgar.url], capture_output=True, text=True, env={**cli_env(), "SEC_USER_AGENT": ""},

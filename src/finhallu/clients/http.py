@@ -155,7 +155,20 @@ def parse_retry_after(value: str | None, now: Callable[[], float] = time.time) -
 _RETRYABLE_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 
 
-class HttpClient:
+class Closing:
+    """`with client:` closes the client on exit."""
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class HttpClient(Closing):
     """A rate-limited, retrying GET client.
 
     rate_limits: host (``netloc`` with port, or bare hostname) -> RateLimiter or requests/second;
@@ -216,12 +229,6 @@ class HttpClient:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _status_message(self, method: str, url: str, resp: httpx.Response) -> str:
         msg = f"{method} {url} -> HTTP {resp.status_code} {resp.reason_phrase}".rstrip()
@@ -322,16 +329,10 @@ class HttpClient:
         return self.request("GET", url, params=params, headers=headers, handle=write)
 
 
-class HttpBacked:
-    """Context-manager plumbing for API clients that wrap an `HttpClient` in `self.http`."""
+class HttpBacked(Closing):
+    """API clients that wrap an `HttpClient` in `self.http`."""
 
     http: "HttpClient"
 
     def close(self) -> None:
         self.http.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
