@@ -92,6 +92,7 @@ def _build(args, ready) -> int:
 
     from finhallu.config import merge_dicts, parse_override
     from finhallu.flows.build import run_build
+    from finhallu.llm.errors import MissingKeyError
     from finhallu.progress import set_reporter
     from finhallu.warehouse.lock import HomeBusy
 
@@ -109,6 +110,9 @@ def _build(args, ready) -> int:
     except HomeBusy as exc:
         console.print(f"[red]refused:[/red] {exc}")
         return 3
+    except MissingKeyError as exc:
+        console.print(f"[red]not started:[/red] {exc}")
+        return 2
     finally:
         set_reporter(None)
     if args.json:
@@ -247,6 +251,46 @@ def cmd_status(args) -> int:
     return 0
 
 
+def cmd_llm_stub(args) -> int:
+    """Serve the loopback LLM stub (OpenAI + Gemini wire formats) until interrupted."""
+    import time
+
+    from finhallu.llm.stub_server import StubLLM
+
+    stub = StubLLM(port=args.port, latency_s=args.latency, rpm_limit=args.rpm).start()
+    print(f"OpenAI-compatible: {stub.openai_base}   Gemini: {stub.gemini_base}   (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        stub.stop()
+    return 0
+
+
+def cmd_llm_calls(args) -> int:
+    """Per-stage LLM calls, cache hits, failures, tokens and cost of the latest (or a given) build."""
+    import duckdb
+
+    from finhallu.warehouse import Catalog
+
+    catalog = Catalog(_home(args))
+    catalog.refresh_views()
+    con = duckdb.connect(str(catalog.db_path), read_only=True)
+    try:
+        build = args.build or con.execute("SELECT max(build_id) FROM llm_calls").fetchone()[0]
+        rows = con.execute(
+            "SELECT stage, role, provider, model, count(*) AS calls, sum(CASE WHEN cache_hit THEN 1 ELSE 0 END) AS cache_hits, "
+            "count(error) AS failures, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, "
+            "round(sum(cost_usd), 4) AS cost_usd FROM llm_calls WHERE build_id = ? "
+            "GROUP BY ALL ORDER BY stage, role", [build]).fetchall()
+    finally:
+        con.close()
+    cols = ["stage", "role", "provider", "model", "calls", "cache_hits", "failures", "input_tokens", "output_tokens",
+            "cost_usd"]
+    print(json.dumps({"build_id": build, "calls": [dict(zip(cols, r)) for r in rows]}, ensure_ascii=False, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="output home (default ./data or $FINHALLU_HOME)")
@@ -299,6 +343,14 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--base-url", help="API base URL (a mirror or a test server)")
     f.set_defaults(fn=cmd_fetch)
     add("stop-api", help="stop this home's warm Prefect API server (it also stops itself when idle)").set_defaults(fn=cmd_stop_api)
+    ls = add("llm-stub", help="serve a loopback LLM (OpenAI + Gemini wire formats) to try a profile offline")
+    ls.add_argument("--port", type=int, default=8099)
+    ls.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
+    ls.add_argument("--rpm", type=float, default=None, help="enforce this requests-per-minute limit (429s)")
+    ls.set_defaults(fn=cmd_llm_stub)
+    lc = add("llm-calls", help="LLM calls, cache hits, failures, tokens and cost per stage of a build")
+    lc.add_argument("--build", help="build id (default: the latest with LLM calls)")
+    lc.set_defaults(fn=cmd_llm_calls)
     st = add("status", help="current table versions and recent builds")
     st.add_argument("--last", type=int, default=5)
     st.set_defaults(fn=cmd_status)

@@ -111,9 +111,14 @@ class DialogueConfig(_Section):
     min_hard_negatives: int = 3  # an unanswerable turn needs at least this many hard negatives
     reconfirm_probability: float = 0.6
     supporting_sentence_probability: float = 0.5
+    # The user LLM writes a new question from the current passage when no candidate keeps the
+    # flow coherent (a candidate of another document must share this much with the current question).
+    write_new_questions: bool = True
+    coherence_min_overlap: float = 0.15
 
 
 class DialogueQCConfig(_Section):
+    # Thresholds on the judge's scores (K-FinHallu Table 7); a dialogue below any is dropped.
     min_answerability: float = 1.0
     min_plausibility: int = 2
     min_correctness: float = 1.0
@@ -128,10 +133,20 @@ class InjectConfig(_Section):
     # Two injectors for the test split (the paper uses two LLMs); offline both are rule
     # configurations with different seeds and phrasing banks.
     injectors: list[str] = Field(default_factory=lambda: ["rules_a", "rules_b"])
+    # The LLM role of each injector, by position (default injector_a, injector_b).
+    injector_roles: list[str] = Field(default_factory=lambda: ["injector_a", "injector_b"])
+    # entity_error: replacement strategy and mention selection, drawn per dialogue from these lists.
+    entity_strategies: list[Literal["embedding", "instructed"]] = Field(default_factory=lambda: ["embedding", "instructed"])
+    entity_selections: list[Literal["uniform", "theme", "position"]] = Field(
+        default_factory=lambda: ["uniform", "theme", "position"])
+    entity_noise_sigma: float = Field(0.5, ge=0.0)  # norm of the Gaussian noise on a unit entity embedding
 
 
 class InjectionQCConfig(_Section):
     min_naturalness: int = 2
+    min_appropriateness: int = 2
+    # Minimal-edit subtypes whose edit changes more words than this are rated less appropriate.
+    max_minimal_edit_words: int = 4
 
 
 class AssembleConfig(_Section):
@@ -139,29 +154,94 @@ class AssembleConfig(_Section):
 
 
 class DetectConfig(_Section):
-    # detector name -> its parameters (a dict so `--set detect.detectors.NAME.threshold=...` works)
-    detectors: dict[str, dict] = Field(default_factory=lambda: {"numeric_grounding": {}, "lexical_support": {}})
+    # detector name -> its parameters (a dict so `--set detect.detectors.NAME.threshold=...` works).
+    # `base:variant` names run one detector under another configuration (e.g. numeric_grounding:no_history).
+    # The offline set by default; `nli` needs a local cross-encoder (see tasks/detectors/nli.py).
+    detectors: dict[str, dict] = Field(default_factory=lambda: {
+        "numeric_grounding": {}, "lexical_support": {}, "embedding_similarity": {}, "refusal_answerability": {},
+        "llm_judge": {}, "learned": {}})
 
 
 class MetricsConfig(_Section):
-    bootstrap_resamples: int = 1000
-    confidence: float = 0.95
+    bootstrap_resamples: int = Field(10_000, ge=0)  # 0 = no confidence intervals
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    # threshold sweep over detector scores; the best threshold (by `threshold_metric`) is chosen on the
+    # first of `threshold_tune_splits` present and applied to `threshold_apply_split`
+    sweep_min: float = 0.05
+    sweep_max: float = 0.95
+    sweep_step: float = Field(0.05, gt=0.0)
+    threshold_metric: Literal["f1", "accuracy", "precision", "recall"] = "f1"
+    threshold_tune_splits: list[str] = Field(default_factory=lambda: ["valid", "train"])
+    threshold_apply_split: str = "test"
+    # [baseline, condition] detector pairs scored as helped/hurt/net (e.g. without vs with extra evidence)
+    condition_pairs: list[tuple[str, str]] = Field(default_factory=list)
 
 
 class ReportConfig(_Section):
     title: str = "finhallu benchmark report"
+    curve_points: int = Field(200, ge=10)  # ROC/PR curves are thinned to at most this many points per detector
 
 
 class RoleConfig(_Section):
-    provider: Literal["offline"] = "offline"
+    """One LLM role (user LLM, assistant LLM, a judge, an injector, ...): provider, model and
+    every output-affecting request setting. The whole role enters the cache keys."""
+
+    provider: Literal["offline", "openai", "gemini", "openai_compatible"] = "offline"
     model: str = "rules"
     temperature: float = 0.0
+    max_tokens: int = Field(1024, ge=1)
+    top_p: float | None = None
+    seed: int | None = None  # provider-side sampling seed where supported (OpenAI, Gemini)
+    base_url: str | None = None  # OpenAI-compatible endpoint (vLLM, Ollama) or a proxy; OPENAI_BASE_URL otherwise
+    # Structured output: `json_schema` (strict, OpenAI/vLLM/Ollama), `json_object` (servers without
+    # schema support), `none` (plain text; the JSON is parsed from the reply).
+    structured: Literal["json_schema", "json_object", "none"] = "json_schema"
+    api_key_env: str | None = None  # env var holding the key (default: OPENAI_API_KEY / GEMINI_API_KEY)
+    api_key_secret: str | None = None  # Prefect Secret block name holding the key
+    batch: bool = False  # send bulk calls through the provider's batch API
+
+
+class ModelLimits(_Section):
+    rpm: float | None = Field(None, gt=0)  # requests per minute
+    tpm: float | None = Field(None, gt=0)  # tokens per minute (prompt estimate + max_tokens, settled on usage)
+    concurrency: int = Field(8, ge=1)  # requests in flight
+
+
+class ModelPrice(_Section):
+    input_per_1m: float = Field(0.0, ge=0)  # USD per million input tokens
+    output_per_1m: float = Field(0.0, ge=0)
+
+
+class LLMConfig(_Section):
+    """How calls are made, not what they return: none of this enters a cache key."""
+
+    cache: bool = True  # the SQLite call cache under <home>/cache/llm_calls.sqlite
+    timeout_s: float = Field(60.0, gt=0)
+    max_attempts: int = Field(6, ge=1)  # per request, the first included (429/5xx/timeouts are retried)
+    backoff_base_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, ge=0)
+    max_retry_after_s: float = Field(300.0, ge=0)
+    default_limits: ModelLimits = ModelLimits()
+    limits: dict[str, ModelLimits] = Field(default_factory=lambda: {
+        "gpt-4o": ModelLimits(rpm=500, tpm=30000, concurrency=16),
+        "gemini-2.5-flash": ModelLimits(rpm=1000, tpm=1000000, concurrency=16),
+    })
+    # USD list prices per million tokens (config, so a price change is one line in a profile).
+    prices: dict[str, ModelPrice] = Field(default_factory=lambda: {
+        "gpt-4o": ModelPrice(input_per_1m=2.50, output_per_1m=10.00),
+        "gpt-4o-mini": ModelPrice(input_per_1m=0.15, output_per_1m=0.60),
+        "gemini-2.5-flash": ModelPrice(input_per_1m=0.30, output_per_1m=2.50),
+    })
+    batch_poll_s: float = Field(30.0, gt=0)
+    batch_max_wait_s: float = Field(86400.0, gt=0)  # then the build stops; a rerun resumes the same job
+    batch_min_requests: int = Field(20, ge=1)  # fewer uncached requests than this go online
 
 
 class BuildConfig(_Section):
     profile: str = "custom"
     seed: int = 20240917
     roles: dict[str, RoleConfig] = Field(default_factory=dict)
+    llm: LLMConfig = LLMConfig()
     ingest: IngestConfig
     chunk: ChunkConfig = ChunkConfig()
     embed: EmbedConfig = EmbedConfig()

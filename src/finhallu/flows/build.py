@@ -90,6 +90,25 @@ def _write_report(home: Path, build_id: str, ref: TableRef) -> Path:
     return out
 
 
+def check_role_keys(cfg, until: str | None = None) -> None:
+    """Every LLM role a stage of this build calls must have its key and endpoint now, not hours in."""
+    from finhallu.llm.errors import MissingKeyError
+    from finhallu.llm.keys import check_keys
+    from finhallu.llm.providers import get_provider
+
+    stages = STAGES if until is None else STAGES[: [s.name for s in STAGES].index(until) + 1]
+    needed = {r for s in stages if s.operations for r in s.roles if r in cfg.roles}
+    roles = {r: cfg.roles[r].model_dump() for r in sorted(needed)}
+    check_keys(roles)
+    for role, rc in roles.items():
+        provider = get_provider(rc["provider"])
+        if not getattr(provider, "offline", False):
+            try:
+                provider.endpoint(role, rc)
+            except ValueError as exc:
+                raise MissingKeyError(str(exc)) from None
+
+
 def new_build_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
@@ -102,6 +121,7 @@ def run_build(profile: str, home: str | Path, overrides: dict | None = None, wai
     home.mkdir(parents=True, exist_ok=True)
     build_id = build_id or new_build_id()
     cfg = load_config(profile, overrides)  # fail fast on a bad profile, before taking the lock
+    check_role_keys(cfg, until)  # and on a missing API key, before any stage runs
     catalog = Catalog(home)
     started = utc_now()
     t0 = time.perf_counter()

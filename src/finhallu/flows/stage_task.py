@@ -15,6 +15,7 @@ from prefect.context import TaskRunContext
 
 from finhallu.config import BuildConfig, canonical_hash
 from finhallu.llm.operations import prompt_versions
+from finhallu.llm.runtime import LLMRuntime, use_runtime
 from finhallu.progress import reporter
 from finhallu.schemas.contracts import CONTRACTS, ContractError
 from finhallu.schemas.gate import GateFailed, GateResult, run_gate
@@ -32,7 +33,7 @@ def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildC
         "prompts": prompt_versions(stage.operations),
         "config": cfg.section(stage.config_key),
         "seed": cfg.seed,
-        "roles": {r: cfg.roles[r].model_dump() for r in stage.roles if r in cfg.roles},
+        "roles": {r: role_key_material(r, cfg.roles[r].model_dump()) for r in stage.roles if r in cfg.roles},
         "inputs": {name: ref.content_hash for name, ref in sorted(inputs.items())},
         "home": str(Path(home).resolve()),
     }
@@ -41,6 +42,21 @@ def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildC
 
         material["raw_files"] = inputs_fingerprint(cfg.ingest)
     return material
+
+
+def role_key_material(role: str, cfg: dict) -> dict:
+    """A role's config plus the endpoint it resolves to (OPENAI_BASE_URL can change it from outside
+    the profile); key settings (env var or secret names) do not change outputs and stay out."""
+    from finhallu.llm.providers import get_provider
+
+    out = {k: v for k, v in cfg.items() if k not in ("api_key_env", "api_key_secret", "batch")}
+    provider = get_provider(cfg["provider"])
+    if not getattr(provider, "offline", False):
+        try:
+            out["endpoint"] = provider.endpoint(role, cfg)
+        except ValueError:
+            out["endpoint"] = None  # reported when the stage runs
+    return out
 
 
 def stage_cache_key(context: TaskRunContext, parameters: dict) -> str:
@@ -64,7 +80,15 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         progress=lambda done, total: reporter().stage_progress(stage.name, done, total),
         cache_dir=Path(home) / "cache",
     )
-    outputs = stage.fn(frames, ctx)
+    runtime = LLMRuntime.for_home(Path(home), cfg.llm, stage.name)
+    try:
+        with use_runtime(runtime):
+            outputs = stage.fn(frames, ctx)
+    finally:  # spent money is recorded even when the stage or its gate fails
+        catalog.record_llm_calls(build_id, stage.name, runtime.ledger.rows())
+        publish_llm_summary(stage.name, runtime.ledger.summary())
+        if runtime.cache is not None:
+            runtime.cache.close()
     missing = set(stage.outputs) - set(outputs)
     if missing:
         raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
@@ -90,6 +114,27 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         refs[name] = store.publish(name, conformed[name], parents=list(inputs.values()), build_id=build_id,
                                    flow_run_id=flow_run_id, stage=stage.name, gate="passed")
     return refs
+
+
+def publish_llm_summary(stage: str, summary: list[dict]) -> None:
+    """Per-stage LLM calls, cache hits, failures, tokens and cost as a Prefect table artifact
+    (keyed per stage, so the UI keeps its history across builds)."""
+    if not summary:
+        return
+    from prefect.context import get_run_context
+
+    try:
+        get_run_context()
+    except Exception:  # run outside Prefect (tests calling execute_stage directly)
+        return
+    from prefect.artifacts import create_table_artifact
+
+    failures = sum(r["failures"] for r in summary)
+    cost = sum(r["cost_usd"] for r in summary)
+    create_table_artifact(key=f"llm-calls-{stage.replace('_', '-')}", table=summary,
+                          description=f"LLM calls of stage {stage}: {sum(r['calls'] for r in summary)} calls, "
+                                      f"{sum(r['cache_hits'] for r in summary)} cache hits, {failures} failed, "
+                                      f"${cost:.4f}")
 
 
 @task(

@@ -9,12 +9,27 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from typing import Callable
 
 from pydantic import BaseModel
 
 OPERATIONS: dict[str, "Operation"] = {}
+
+SYSTEM = {
+    "ko": "당신은 금융 RAG 벤치마크를 만드는 신중한 전문가입니다. 요청한 JSON 스키마에 맞는 JSON 객체 하나만 답하세요.",
+    "en": "You are a careful expert building a financial RAG benchmark. Reply with one JSON object that "
+          "matches the requested schema, and nothing else.",
+}
+
+
+@lru_cache(maxsize=1)
+def _jinja():
+    import jinja2
+
+    # StrictUndefined: a template naming an input the caller does not pass is a bug, not an empty string.
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
 
 
 @dataclass(frozen=True)
@@ -28,6 +43,13 @@ class Operation:
 
     def prompt_version(self) -> str:
         return prompt_version(self.name)
+
+    def render(self, lang: str, inputs: dict) -> tuple[tuple[str, str], ...]:
+        """(role, content) messages for the `llm` backend: a system line and the rendered template."""
+        lang = lang if lang in SYSTEM else "en"
+        template = _jinja().from_string(self.template(lang))
+        user = template.render(**inputs).strip()
+        return (("system", SYSTEM[lang]), ("user", user))
 
 
 def operation(name: str, output: type[BaseModel]):

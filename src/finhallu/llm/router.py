@@ -1,25 +1,176 @@
-"""Route an operation call for a role to its provider (config `roles.<role>`)."""
+"""Route an operation call for a role to its backend (config `roles.<role>`).
+
+`offline` runs the operation's rules backend. Remote providers: render the prompt, call
+(through the runtime's cache, limits and retries), parse the JSON, validate it against the
+operation's output model; output that fails gets one repair attempt (the error is shown to
+the model), then the call is a recorded failure: `None` is returned, the ledger row carries
+the error, and the stage decides what a missing output means (drop the item, record it).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import re
+import threading
+
+from pydantic import ValidationError
+
+from finhallu.llm.errors import ProviderError
 from finhallu.llm.operations import OPERATIONS
 from finhallu.llm.providers import get_provider
+from finhallu.llm.request import LLMRequest
+from finhallu.llm.runtime import LLMRuntime, current_runtime
+from finhallu.llm.schema import strict_json_schema
+
+REPAIR = {
+    "ko": "이전 답변은 요구한 JSON 형식에 맞지 않았습니다: {error}\n스키마에 맞는 JSON 객체 하나만 다시 답하세요.",
+    "en": "Your previous reply did not match the required JSON format: {error}\n"
+          "Reply again with only one JSON object that matches the schema.",
+}
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+
+
+class OutputError(ValueError):
+    pass
+
+
+def parse_output(text: str | None, model):
+    """Reply text -> validated output model; OutputError says what is wrong (for the repair prompt)."""
+    if text is None or not text.strip():
+        raise OutputError("the reply was empty")
+    body = _FENCE.sub("", text.strip())
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        start, end = body.find("{"), body.rfind("}")
+        try:
+            data = json.loads(body[start:end + 1]) if 0 <= start < end else None
+        except json.JSONDecodeError:
+            data = None
+        if data is None:
+            raise OutputError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errs = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()[:5])
+        raise OutputError(f"does not match the schema: {errs}") from None
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    """One event loop thread for every LLM call of the process: SDK clients keep connection pools
+    bound to the loop that opened them, so every call must run on the same loop."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP.is_closed():
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="finhallu-llm-loop", daemon=True).start()
+        return _LOOP
+
+
+def _run(coro):
+    """Run a coroutine on the LLM loop from sync stage code and wait for its result."""
+    return asyncio.run_coroutine_threadsafe(coro, _loop()).result()
 
 
 class LLMRouter:
-    def __init__(self, roles: dict[str, dict]):
+    def __init__(self, roles: dict[str, dict], runtime: LLMRuntime | None = None):
         self.roles = roles
+        self._runtime = runtime
+
+    @property
+    def runtime(self) -> LLMRuntime:
+        return self._runtime or current_runtime()
 
     def role_config(self, role: str) -> dict:
-        return self.roles.get(role) or {"provider": "offline", "model": "rules", "temperature": 0.0}
+        cfg = self.roles.get(role) or {"provider": "offline", "model": "rules", "temperature": 0.0}
+        return cfg if isinstance(cfg, dict) else cfg.model_dump()
 
     def backend(self, role: str) -> str:
         cfg = self.role_config(role)
         return f"{cfg['provider']}:{cfg['model']}"
 
-    def call(self, role: str, op_name: str, **inputs):
-        """Run operation `op_name` for `role`; inputs are the operation's keyword arguments (incl. `lang`)."""
+    def is_offline(self, role: str) -> bool:
+        return getattr(get_provider(self.role_config(role)["provider"]), "offline", False)
+
+    # ---- public API ---------------------------------------------------------------------
+    def call(self, role: str, op_name: str, *, sample: int = 0, **inputs):
+        """Run operation `op_name` for `role`; inputs are its keyword arguments (incl. `lang`).
+        Returns the validated output, or None when a remote call failed for good (recorded)."""
+        if self.is_offline(role):
+            return self._offline(role, op_name, inputs)
+        return _run(self._bound().acall(role, op_name, sample=sample, **inputs))
+
+    def call_many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int] | None = None) -> list:
+        """Many independent calls of one operation, concurrently within the model's limits (and
+        through the provider's batch API when the role asks for it). Order is preserved."""
+        if self.is_offline(role):
+            return [self._offline(role, op_name, dict(i)) for i in inputs_list]
+        samples = samples or [0] * len(inputs_list)
+        return _run(self._bound()._many(role, op_name, inputs_list, samples))
+
+    async def acall(self, role: str, op_name: str, *, sample: int = 0, _batch: dict | None = None, **inputs):
+        if self.is_offline(role):
+            return self._offline(role, op_name, inputs)
         op = OPERATIONS[op_name]
+        rt = self.runtime
+        provider, client, request = self._request(role, op, inputs, sample)
+        lang = inputs.get("lang", "ko")
+        try:
+            reply, rec = await rt.execute(provider, client, request, role, op_name, batch_replies=_batch)
+        except ProviderError:
+            return None  # recorded by the runtime
+        try:
+            return parse_output(reply.text, op.output)
+        except OutputError as first:
+            repair = request.with_messages(request.messages + (
+                ("assistant", reply.text or ""), ("user", REPAIR.get(lang, REPAIR["en"]).format(error=first))))
+            try:
+                reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True)
+            except ProviderError:
+                rec.error = f"invalid output ({first}); the repair call failed"
+                return None
+            try:
+                return parse_output(reply2.text, op.output)
+            except OutputError as second:
+                rec2.error = f"invalid output after one repair: {second}"
+                return None
+
+    # ---- internals ----------------------------------------------------------------------
+    def _bound(self) -> "LLMRouter":
+        # Resolve the stage's runtime in the calling thread, before the call hops to the LLM loop.
+        return self if self._runtime is not None else LLMRouter(self.roles, self.runtime)
+
+    def _offline(self, role: str, op_name: str, inputs: dict):
+        op = OPERATIONS[op_name]
+        return get_provider("offline").run(op, self.role_config(role), inputs.get("lang", "ko"), inputs)
+
+    def _request(self, role: str, op, inputs: dict, sample: int):
         cfg = self.role_config(role)
         provider = get_provider(cfg["provider"])
-        return provider.run(op, cfg, inputs.get("lang", "ko"), inputs)
+        rt = self.runtime
+        key = rt.key_for(role, cfg)
+        endpoint = provider.endpoint(role, cfg)
+        client = provider.client(endpoint, key, rt.settings.timeout_s)
+        request = LLMRequest(provider=cfg["provider"], model=cfg["model"], endpoint=endpoint,
+                             messages=op.render(inputs.get("lang", "ko"), inputs), schema_name=op.name,
+                             json_schema=strict_json_schema(op.output), params=provider.params(cfg),
+                             prompt_version=op.prompt_version(), sample=sample)
+        return provider, client, request
+
+    async def _many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int]) -> list:
+        cfg = self.role_config(role)
+        batch_replies: dict = {}
+        provider = get_provider(cfg["provider"])
+        if cfg.get("batch") and getattr(provider, "supports_batch", False):
+            op = OPERATIONS[op_name]
+            built = [self._request(role, op, i, s) for i, s in zip(inputs_list, samples)]
+            if built:
+                batch_replies = await asyncio.to_thread(
+                    self.runtime.run_batch, built[0][0], built[0][1], [b[2] for b in built], role, op_name)
+        return await asyncio.gather(*(self.acall(role, op_name, sample=s, _batch=batch_replies, **i)
+                                      for i, s in zip(inputs_list, samples)))

@@ -70,6 +70,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     model = passages["model"][0]
     encoder = embedder_for_model(model)
     ret_rows, neg_rows = [], []
+    step2: list[tuple[dict, dict]] = []
     llm = LLMRouter(ctx.roles)
     judge_name = llm.backend(JUDGE)
     done = 0
@@ -104,18 +105,23 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                 if seed["answerable"] and docs[j] == seed["doc_id"] and contains_normalized(texts[j], seed["clue_text"]):
                     continue
                 clue_absent, answer_absent = step1_verdicts(texts[j], seed)
-                unanswerable = None
-                if clue_absent and answer_absent:
-                    verdict = llm.call(JUDGE, "judge_answerability", question=seed["question"], passage=texts[j],
-                                       clue=seed["clue_text"], answer=seed["answer"], lang=seed["lang"],
-                                       max_coverage=cfg.max_clue_coverage)
-                    unanswerable = not verdict.answerable
                 neg_rows.append({"seed_id": seed["seed_id"], "passage_id": pids[j], "candidate_rank": rank, "score": s,
                                  "clue_absent": clue_absent, "answer_absent": answer_absent,
-                                 "unanswerable": unanswerable, "is_hard_negative": bool(unanswerable),
-                                 "judge": judge_name})
+                                 "unanswerable": None, "is_hard_negative": False, "judge": judge_name})
+                if clue_absent and answer_absent:
+                    step2.append((neg_rows[-1], {
+                        "question": seed["question"], "passage": texts[j], "clue": seed["clue_text"],
+                        "answer": seed["answer"], "lang": seed["lang"], "max_coverage": cfg.max_clue_coverage}))
             done += 1
             ctx.progress(done, seeds.height)
+    # Step 2 for every candidate that passed step 1, in one concurrent (or batch) pass.
+    verdicts = llm.call_many(JUDGE, "judge_answerability", [kw for _, kw in step2])
+    for (row, _), verdict in zip(step2, verdicts):
+        if verdict is None:  # the judge failed for good (recorded in llm_calls): when in doubt, no hard negative
+            row["unanswerable"], row["judge"] = False, f"{judge_name} (failed)"
+        else:
+            row["unanswerable"] = not verdict.answerable
+        row["is_hard_negative"] = row["unanswerable"]
     return {
         "retrievals": rows_frame(ret_rows, ["seed_id", "rank"]),
         "hard_negatives": rows_frame(neg_rows, ["seed_id", "candidate_rank"]),

@@ -72,6 +72,11 @@ LLM_CALL_COLUMNS = {
     "latency_s": "DOUBLE",
     "cache_hit": "BOOLEAN",
     "error": "VARCHAR",
+    "attempts": "INTEGER",
+    "batch": "BOOLEAN",
+    "repair": "BOOLEAN",
+    "request_key": "VARCHAR",
+    "created_at": "TIMESTAMP",
 }
 
 
@@ -112,6 +117,17 @@ class Catalog:
         atomic_write_bytes(
             self.dq_dir / f"{build_id}__{stage}__{table}.jsonl", ("\n".join(lines) + "\n").encode("utf-8")
         )
+
+    def record_llm_calls(self, build_id: str, stage: str, rows: list[dict]) -> None:
+        """The stage's cost-ledger rows (one file per build and stage; a rerun of the stage replaces it)."""
+        if not rows:
+            return
+        lines = []
+        for r in sorted(rows, key=lambda r: (r["role"], r["operation"], r["request_key"], r["repair"])):
+            row = {c: r.get(c) for c in LLM_CALL_COLUMNS}
+            row.update(build_id=build_id, stage=stage)
+            lines.append(json.dumps(row, ensure_ascii=False, default=str))
+        atomic_write_bytes(self.llm_dir / f"{build_id}__{stage}.jsonl", ("\n".join(lines) + "\n").encode("utf-8"))
 
     def record_build(self, build: dict) -> None:
         row = {c: build.get(c) for c in BUILD_COLUMNS}

@@ -8,6 +8,7 @@ from finhallu.llm.providers import register_provider
 @register_provider("offline")
 class OfflineProvider:
     name = "offline"
+    offline = True
 
     def run(self, op, cfg: dict, lang: str, inputs: dict):
         out = op.rules(**inputs)

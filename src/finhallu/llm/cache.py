@@ -1,0 +1,99 @@
+"""The LLM call cache: SQLite in WAL mode, one row per request key.
+
+WAL lets concurrent readers proceed while one writer commits, and `busy_timeout` makes a
+second process (a parallel build on another home sharing the cache, a deployment run) wait
+instead of failing. Stored: the raw reply text and its usage, so a rerun re-parses exactly
+what the provider said and the ledger can show what a cache hit saved. Batch jobs are kept in
+the same file so a rerun finds a job it submitted earlier instead of paying for it twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from finhallu.llm.request import LLMReply
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+  key TEXT PRIMARY KEY,
+  provider TEXT NOT NULL,
+  model TEXT NOT NULL,
+  schema_name TEXT NOT NULL,
+  reply_text TEXT,
+  input_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  finish_reason TEXT,
+  model_version TEXT,
+  created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batch_jobs (
+  batch_key TEXT PRIMARY KEY,     -- hash of the sorted request keys in the job
+  provider TEXT NOT NULL,
+  model TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  request_keys TEXT NOT NULL,     -- JSON list, in submission order
+  status TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  updated_at REAL NOT NULL
+);
+"""
+
+
+class CallCache:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection shared by the stage thread and the LLM loop thread, serialised by a lock;
+        # other processes are serialised by SQLite itself (WAL + busy_timeout).
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        with self._lock:
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+
+    def _exec(self, sql: str, args: tuple = ()) -> list:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def get(self, key: str) -> LLMReply | None:
+        rows = self._exec(
+            "SELECT reply_text, input_tokens, output_tokens, finish_reason, model_version FROM calls WHERE key=?",
+            (key,))
+        return LLMReply(*rows[0]) if rows else None
+
+    def put(self, key: str, provider: str, model: str, schema_name: str, reply: LLMReply) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (key, provider, model, schema_name, reply.text, reply.input_tokens, reply.output_tokens,
+             reply.finish_reason, reply.model_version, time.time()))
+
+    def __len__(self) -> int:
+        return self._exec("SELECT count(*) FROM calls")[0][0]
+
+    # ---- batch jobs ---------------------------------------------------------------------
+    def batch_job(self, batch_key: str) -> dict | None:
+        rows = self._exec(
+            "SELECT provider, model, job_id, request_keys, status FROM batch_jobs WHERE batch_key=?", (batch_key,))
+        if not rows:
+            return None
+        row = rows[0]
+        return {"provider": row[0], "model": row[1], "job_id": row[2], "request_keys": json.loads(row[3]),
+                "status": row[4]}
+
+    def save_batch_job(self, batch_key: str, provider: str, model: str, job_id: str, request_keys: list[str],
+                       status: str) -> None:
+        now = time.time()
+        self._exec(
+            "INSERT INTO batch_jobs VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(batch_key) DO UPDATE SET "
+            "job_id=excluded.job_id, status=excluded.status, updated_at=excluded.updated_at",
+            (batch_key, provider, model, job_id, json.dumps(request_keys), status, now, now))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

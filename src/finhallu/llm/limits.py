@@ -1,0 +1,127 @@
+"""Per-model request limits: RPM, TPM and requests in flight.
+
+RPM: requests are spaced `60/rpm` apart, and a sliding log never lets more than `rpm`
+requests start within any window of 60 s plus a small margin (the margin absorbs network
+jitter between our clock and the provider's). TPM: each request reserves its estimated tokens
+(prompt estimate + max_tokens) in a 60 s sliding log and settles to the real usage when the
+reply arrives. Concurrency: an asyncio semaphore per event loop.
+
+State is guarded by a thread lock, so one limiter serves every stage and thread of a process:
+two roles on the same model share its limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+WINDOW_S = 60.0
+MARGIN_S = 0.25
+
+
+class Reservation:
+    def __init__(self, limiter: "ModelLimiter", entry: list | None):
+        self._limiter, self._entry = limiter, entry
+
+    def settle(self, actual_tokens: int) -> None:
+        """Replace the estimate by the real usage (never below zero)."""
+        if self._entry is not None:
+            with self._limiter._lock:
+                self._entry[1] = max(0, int(actual_tokens))
+
+
+class ModelLimiter:
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, concurrency: int = 8,
+                 clock: Callable[[], float] = time.monotonic):
+        self.rpm, self.tpm, self.concurrency = rpm, tpm, concurrency
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._starts: deque[float] = deque()
+        self._tokens: deque[list] = deque()  # [start time, tokens]
+        self._next_slot = 0.0
+        self._paused_until = 0.0
+        self._sems: dict[int, asyncio.Semaphore] = {}
+
+    def semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            sem = self._sems.get(id(loop))
+            if sem is None:
+                self._sems = {k: v for k, v in self._sems.items() if k == id(loop)}  # drop finished loops
+                sem = self._sems[id(loop)] = asyncio.Semaphore(self.concurrency)
+            return sem
+
+    def _wait_for(self, now: float, tokens: int) -> float:
+        window = WINDOW_S + MARGIN_S
+        while self._starts and self._starts[0] <= now - window:
+            self._starts.popleft()
+        while self._tokens and self._tokens[0][0] <= now - WINDOW_S:
+            self._tokens.popleft()
+        wait = max(0.0, self._paused_until - now)
+        if self.rpm:
+            wait = max(wait, self._next_slot - now)
+            if len(self._starts) >= self.rpm:
+                wait = max(wait, self._starts[0] + window - now)
+        if self.tpm:
+            used = sum(t for _, t in self._tokens)
+            # A request larger than the whole budget still goes alone into an empty window.
+            if self._tokens and used + tokens > self.tpm:
+                budget, i = used + tokens - self.tpm, 0
+                while budget > 0 and i < len(self._tokens):
+                    budget -= self._tokens[i][1]
+                    i += 1
+                wait = max(wait, self._tokens[i - 1][0] + WINDOW_S - now)
+        return wait
+
+    def try_reserve(self, tokens: int) -> tuple[float, Reservation | None]:
+        """(0, reservation) when a request may start now, else (seconds to wait, None)."""
+        with self._lock:
+            now = self.clock()
+            wait = self._wait_for(now, tokens)
+            if wait > 0:
+                return wait, None
+            if self.rpm:
+                self._starts.append(now)
+                # Spacing may catch up on up to one second of lag (a busy event loop) in a short
+                # burst; the sliding log above still bounds every window.
+                interval = WINDOW_S / self.rpm
+                self._next_slot = max(self._next_slot, now - 1.0) + interval
+            entry = None
+            if self.tpm:
+                entry = [now, int(tokens)]
+                self._tokens.append(entry)
+            return 0.0, Reservation(self, entry)
+
+    def pause(self, seconds: float) -> None:
+        """Hold every new request for `seconds` (a 429 with Retry-After speaks for the whole model)."""
+        with self._lock:
+            self._paused_until = max(self._paused_until, self.clock() + seconds)
+
+    async def acquire(self, tokens: int) -> Reservation:
+        while True:
+            wait, res = self.try_reserve(tokens)
+            if res is not None:
+                return res
+            await asyncio.sleep(min(wait, 5.0) + 0.001)
+
+
+class LimiterRegistry:
+    """One limiter per (provider, endpoint, model) for the whole process."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._limiters: dict[tuple, ModelLimiter] = {}
+
+    def get(self, provider: str, endpoint: str, model: str, rpm, tpm, concurrency) -> ModelLimiter:
+        key = (provider, endpoint, model)
+        with self._lock:
+            lim = self._limiters.get(key)
+            if lim is None or (lim.rpm, lim.tpm, lim.concurrency) != (rpm, tpm, concurrency):
+                lim = self._limiters[key] = ModelLimiter(rpm, tpm, concurrency)
+            return lim
+
+
+LIMITERS = LimiterRegistry()

@@ -1,0 +1,139 @@
+"""`openai`: GPT-4o and friends through the official SDK's chat completions, with strict
+structured outputs (`response_format: json_schema`), and the Batch API for bulk work.
+
+Retries are ours (runtime.py), so the SDK's own are switched off (`max_retries=0`): one
+policy, one place that honours Retry-After and counts attempts for the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from finhallu.clients.http import parse_retry_after
+from finhallu.llm.errors import ProviderError
+from finhallu.llm.providers import register_provider
+from finhallu.llm.providers.base import RemoteProvider
+from finhallu.llm.request import LLMReply, LLMRequest
+
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
+RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+
+
+def retry_after_from(headers) -> float | None:
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
+@register_provider("openai")
+class OpenAIProvider(RemoteProvider):
+    name = "openai"
+    supports_batch = True
+    max_tokens_param = "max_completion_tokens"  # `max_tokens` is deprecated on api.openai.com
+
+    def endpoint(self, role: str, cfg: dict) -> str:
+        return (cfg.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT).rstrip("/")
+
+    def _make_client(self, endpoint: str, key: str, timeout: float):
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(api_key=key, base_url=endpoint, max_retries=0, timeout=timeout)
+
+    def _sync_client(self, client):
+        from openai import OpenAI
+
+        return OpenAI(api_key=client.api_key, base_url=str(client.base_url), max_retries=2, timeout=client.timeout)
+
+    def body(self, request: LLMRequest) -> dict:
+        p = request.params
+        body = {"model": request.model, "messages": [{"role": r, "content": c} for r, c in request.messages]}
+        if p.get("temperature") is not None:
+            body["temperature"] = p["temperature"]
+        if p.get("max_tokens"):
+            body[self.max_tokens_param] = p["max_tokens"]
+        for k in ("top_p", "seed"):
+            if p.get(k) is not None:
+                body[k] = p[k]
+        mode = p.get("structured", "json_schema")
+        if mode == "json_schema":
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": request.schema_name, "schema": request.json_schema, "strict": True}}
+        elif mode == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    @staticmethod
+    def reply_from(completion: dict) -> LLMReply:
+        choice = (completion.get("choices") or [{}])[0]
+        msg = choice.get("message") or {}
+        usage = completion.get("usage") or {}
+        text = msg.get("content")
+        finish = choice.get("finish_reason")
+        if msg.get("refusal"):
+            text, finish = None, "refusal"
+        return LLMReply(text=text, input_tokens=int(usage.get("prompt_tokens") or 0),
+                        output_tokens=int(usage.get("completion_tokens") or 0), finish_reason=finish,
+                        model_version=completion.get("model"))
+
+    async def complete(self, client, request: LLMRequest) -> LLMReply:
+        import openai
+
+        try:
+            completion = await client.chat.completions.create(**self.body(request))
+        except openai.APIStatusError as exc:
+            raise ProviderError(f"{self.name} {request.model}: HTTP {exc.status_code}: {_short(exc.message)}",
+                                status=exc.status_code, retryable=exc.status_code in RETRY_STATUSES,
+                                retry_after=retry_after_from(exc.response.headers)) from None
+        except openai.APITimeoutError:
+            raise ProviderError(f"{self.name} {request.model}: request timed out", retryable=True) from None
+        except openai.APIConnectionError as exc:
+            raise ProviderError(f"{self.name} {request.model}: connection error: {_short(str(exc))}",
+                                retryable=True) from None
+        return self.reply_from(completion.model_dump())
+
+    # ---- Batch API: upload JSONL -> create batch -> poll -> download output -------------
+    def submit_batch(self, client, requests: list[LLMRequest], display_name: str) -> str:
+        sync = self._sync_client(client)
+        lines = [json.dumps({"custom_id": r.key(), "method": "POST", "url": "/v1/chat/completions",
+                             "body": self.body(r)}, ensure_ascii=False) for r in requests]
+        f = sync.files.create(file=(f"{display_name}.jsonl", ("\n".join(lines) + "\n").encode("utf-8")),
+                              purpose="batch")
+        batch = sync.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                    metadata={"source": "finhallu", "name": display_name[:500]})
+        return batch.id
+
+    def poll_batch(self, client, job_id: str):
+        sync = self._sync_client(client)
+        batch = sync.batches.retrieve(job_id)
+        if batch.status in ("validating", "in_progress", "finalizing", "cancelling"):
+            return batch.status, None
+        results: dict[str, LLMReply | str] = {}
+        if batch.status in ("failed", "expired", "cancelled") and not batch.output_file_id:
+            errors = "; ".join(e.message or "" for e in (batch.errors.data if batch.errors else []) or [])
+            return batch.status, {"__batch__": f"batch {job_id} {batch.status}: {errors}".strip()}
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
+                continue
+            for line in sync.files.content(file_id).text.splitlines():
+                if not line.strip():
+                    continue
+                item = json.loads(line)
+                resp = item.get("response") or {}
+                if item.get("error") or resp.get("status_code", 200) >= 400:
+                    err = item.get("error") or (resp.get("body") or {}).get("error") or {}
+                    results[item["custom_id"]] = f"batch item failed: {_short(json.dumps(err, ensure_ascii=False))}"
+                else:
+                    results[item["custom_id"]] = self.reply_from(resp.get("body") or {})
+        return batch.status, results
+
+
+def _short(s: str, n: int = 300) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[:n] + "…"

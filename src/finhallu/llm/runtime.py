@@ -1,0 +1,204 @@
+"""The per-stage LLM runtime: call cache, limits, retries, batch jobs and the cost ledger.
+
+`execute()` is the one path every remote call takes:
+cache lookup -> limiter (RPM/TPM/concurrency) -> provider attempt -> retry on 429/5xx/timeouts
+(Retry-After honoured, exponential backoff with jitter otherwise, bounded attempts) -> cache
+store -> ledger record. The runtime of the running stage is found through a context variable,
+so stage code only ever needs `LLMRouter(ctx.roles)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import logging
+import random
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from finhallu.clients.http import RetryPolicy
+from finhallu.llm.cache import CallCache
+from finhallu.llm.errors import BatchPending, LLMError, ProviderError
+from finhallu.llm.keys import mask, resolve_key
+from finhallu.llm.ledger import CallRecord, Ledger, cost_usd
+from finhallu.llm.limits import LIMITERS
+from finhallu.llm.request import LLMReply, LLMRequest
+
+log = logging.getLogger("finhallu.llm")
+BATCH_DISCOUNT = 0.5  # OpenAI Batch API and Gemini batch mode both bill half the online price
+
+
+def _cfg_get(obj, name, default=None):
+    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
+
+
+class LLMRuntime:
+    def __init__(self, settings=None, cache: CallCache | None = None, stage: str = "adhoc",
+                 sleep=asyncio.sleep, rng=random.random):
+        from finhallu.config import LLMConfig
+
+        self.settings = settings if settings is not None else LLMConfig()
+        self.cache = cache
+        self.stage = stage
+        self.ledger = Ledger()
+        self.sleep, self.rng = sleep, rng
+        self._keys: dict[str, str | None] = {}
+        self.retry = RetryPolicy(max_attempts=self.settings.max_attempts, backoff_base=self.settings.backoff_base_s,
+                                 backoff_max=self.settings.backoff_max_s,
+                                 max_retry_after=self.settings.max_retry_after_s)
+
+    @classmethod
+    def for_home(cls, home: Path, settings, stage: str) -> "LLMRuntime":
+        cache = CallCache(Path(home) / "cache" / "llm_calls.sqlite") if settings.cache else None
+        return cls(settings, cache, stage)
+
+    # ---- keys, limits, prices -----------------------------------------------------------
+    def key_for(self, role: str, cfg: dict) -> str | None:
+        if role not in self._keys:
+            self._keys[role] = resolve_key(role, cfg)
+        return self._keys[role]
+
+    def limiter(self, provider: str, endpoint: str, model: str):
+        lim = self.settings.limits.get(model) or self.settings.default_limits
+        return LIMITERS.get(provider, endpoint, model, lim.rpm, lim.tpm, lim.concurrency)
+
+    def price(self, model: str, input_tokens: int, output_tokens: int, batch: bool) -> float:
+        c = cost_usd(self.settings.prices, model, input_tokens, output_tokens)
+        return c * BATCH_DISCOUNT if batch else c
+
+    # ---- one call -----------------------------------------------------------------------
+    def record(self, request: LLMRequest, role: str, operation: str, **fields) -> CallRecord:
+        rec = CallRecord(stage=self.stage, role=role, operation=operation, provider=request.provider,
+                         model=request.model, request_key=request.key(),
+                         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), **fields)
+        self.ledger.add(rec)
+        return rec
+
+    async def execute(self, provider, client, request: LLMRequest, role: str, operation: str, *,
+                      repair: bool = False, batch_replies: dict | None = None) -> tuple[LLMReply, CallRecord]:
+        key = request.key()
+        if batch_replies and key in batch_replies:
+            reply = batch_replies.pop(key)
+            cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=True)
+            return reply, self.record(request, role, operation, input_tokens=reply.input_tokens,
+                                      output_tokens=reply.output_tokens, cost_usd=cost, attempts=1, batch=True,
+                                      repair=repair)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit, self.record(request, role, operation, input_tokens=hit.input_tokens,
+                                        output_tokens=hit.output_tokens, cache_hit=True, repair=repair)
+        limiter = self.limiter(request.provider, request.endpoint, request.model)
+        estimate = request.approx_input_tokens() + int(request.params.get("max_tokens") or 0)
+        t0 = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            reservation = await limiter.acquire(estimate)
+            try:
+                async with limiter.semaphore():
+                    reply = await provider.complete(client, request)
+                reservation.settle(reply.input_tokens + reply.output_tokens or estimate)
+                break
+            except ProviderError as exc:
+                delay = exc.retry_after if exc.retry_after is not None else self.retry.backoff(attempt, self.rng)
+                give_up = (not exc.retryable or attempt >= self.retry.max_attempts
+                           or (exc.retry_after or 0) > self.retry.max_retry_after)
+                if give_up:
+                    rec = self.record(request, role, operation, attempts=attempt, repair=repair,
+                                      latency_s=round(time.monotonic() - t0, 3),
+                                      error=mask(f"{exc} (after {attempt} attempt(s))", self._keys.get(role)))
+                    raise ProviderError(rec.error, status=exc.status, retryable=False) from None
+                if exc.status == 429 and exc.retry_after:
+                    limiter.pause(exc.retry_after)  # the provider said the whole model is over: everyone waits
+                log.info("%s %s: %s; retry %d/%d in %.2fs", request.provider, request.model, exc, attempt + 1,
+                         self.retry.max_attempts, delay)
+                await self.sleep(delay)
+        latency = time.monotonic() - t0
+        if self.cache is not None and reply.text is not None:
+            self.cache.put(key, request.provider, request.model, request.schema_name, reply)
+        cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=False)
+        return reply, self.record(request, role, operation, input_tokens=reply.input_tokens,
+                                  output_tokens=reply.output_tokens, cost_usd=cost, latency_s=round(latency, 3),
+                                  attempts=attempt, repair=repair)
+
+    # ---- batch --------------------------------------------------------------------------
+    def run_batch(self, provider, client, requests: list[LLMRequest], role: str, operation: str,
+                  wall_sleep=time.sleep) -> dict[str, LLMReply]:
+        """Submit (or resume) one batch job for the uncached requests; return its replies by key.
+
+        The job id is stored before the first poll, so an interrupted build resumes polling the
+        same job on rerun instead of paying for a second one.
+        """
+        todo = [r for r in requests if self.cache is None or self.cache.get(r.key()) is None]
+        todo = list({r.key(): r for r in todo}.values())
+        if len(todo) < self.settings.batch_min_requests or self.cache is None:
+            return {}
+        keys = sorted(r.key() for r in todo)
+        batch_key = hashlib.sha256("\n".join(keys).encode()).hexdigest()
+        job = self.cache.batch_job(batch_key)
+        if job is None or job["status"] in ("failed", "expired", "cancelled", "JOB_STATE_FAILED",
+                                             "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"):
+            job_id = provider.submit_batch(client, todo, f"finhallu-{self.stage}-{operation}-{batch_key[:12]}")
+            self.cache.save_batch_job(batch_key, request_provider(todo), todo[0].model, job_id, keys, "submitted")
+            log.info("submitted %s batch %s (%d requests)", provider.name, job_id, len(todo))
+        else:
+            job_id = job["job_id"]
+            log.info("resuming %s batch %s (%d requests)", provider.name, job_id, len(todo))
+        waited = 0.0
+        while True:
+            status, results = provider.poll_batch(client, job_id)
+            self.cache.save_batch_job(batch_key, request_provider(todo), todo[0].model, job_id, keys, status)
+            if results is not None:
+                break
+            if waited >= self.settings.batch_max_wait_s:
+                raise BatchPending(f"{provider.name} batch {job_id} for stage {self.stage!r} ({operation}) is still "
+                                   f"{status} after {waited:.0f}s; rerun the build to resume polling it")
+            wall_sleep(self.settings.batch_poll_s)
+            waited += self.settings.batch_poll_s
+        if "__batch__" in results:
+            log.warning("%s; its requests go online", results["__batch__"])
+            return {}
+        by_key = {r.key(): r for r in todo}
+        replies = {}
+        for key, res in results.items():
+            if isinstance(res, LLMReply) and res.text is not None and key in by_key:
+                self.cache.put(key, by_key[key].provider, by_key[key].model, by_key[key].schema_name, res)
+                replies[key] = res
+            elif key in by_key:
+                log.warning("batch item %s: %s; it goes online", key[:12], res)
+        return replies
+
+
+def request_provider(requests: list[LLMRequest]) -> str:
+    return requests[0].provider
+
+
+# ---- the runtime of the running stage -------------------------------------------------------
+_CURRENT: contextvars.ContextVar[LLMRuntime | None] = contextvars.ContextVar("finhallu_llm_runtime", default=None)
+_DEFAULT: LLMRuntime | None = None
+
+
+def current_runtime() -> LLMRuntime:
+    global _DEFAULT
+    rt = _CURRENT.get()
+    if rt is not None:
+        return rt
+    if _DEFAULT is None:
+        _DEFAULT = LLMRuntime()  # outside a build (a notebook, a unit test): no cache, a throwaway ledger
+    return _DEFAULT
+
+
+@contextlib.contextmanager
+def use_runtime(rt: LLMRuntime):
+    token = _CURRENT.set(rt)
+    try:
+        yield rt
+    finally:
+        _CURRENT.reset(token)
+
+
+__all__ = ["LLMRuntime", "current_runtime", "use_runtime", "LLMError", "BatchPending"]

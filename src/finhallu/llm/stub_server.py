@@ -1,0 +1,405 @@
+"""A loopback LLM server that speaks the real wire formats: OpenAI (`/v1/chat/completions`,
+`/v1/files`, `/v1/batches`) and Gemini (`/v1beta/models/{model}:generateContent`,
+`:batchGenerateContent`, `/v1beta/batches/{id}`).
+
+It answers with a JSON instance of the request's schema, built deterministically from the
+schema and the prompt (scores at their maximum, strings taken from the prompt's evidence
+lines), or with scripted faults: HTTP statuses with headers, a stall past the client's
+timeout, malformed or empty output. It can enforce an RPM limit the way providers do (a
+sliding 60 s window, 429 + Retry-After) and counts what it saw. Tests, `benchmarks/` and
+`finhallu llm-stub` (to try a profile against an OpenAI-compatible endpoint offline) use it.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+Responder = Callable[[str, dict, list[tuple[str, str]]], dict]
+
+
+# ---- schema-driven answers ---------------------------------------------------------------
+def _evidence_lines(messages: list[tuple[str, str]]) -> list[str]:
+    """Lines of the prompt's material, not its instructions: the first block (up to the first
+    blank line) is the instruction, as in every finhallu template; lines with numbers first."""
+    user = "\n".join(c for r, c in messages if r == "user")
+    blocks = user.split("\n\n", 1)
+    body = blocks[1] if len(blocks) > 1 else blocks[0]
+    lines = [ln.strip(" -[]") for ln in body.splitlines()]
+    lines = [ln for ln in lines if len(ln) > 8 and "{" not in ln and "JSON" not in ln]
+    return sorted(lines, key=lambda ln: not any(ch.isdigit() for ch in ln))
+
+
+def schema_instance(schema: dict, messages: list[tuple[str, str]], name: str = "", defs: dict | None = None):
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        return schema_instance(defs[schema["$ref"].split("/")[-1]], messages, name, defs)
+    if "anyOf" in schema:
+        options = [s for s in schema["anyOf"] if s.get("type") != "null"] or schema["anyOf"]
+        return schema_instance(options[0], messages, name, defs)
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    t = schema.get("type")
+    if t == "object":
+        return {k: schema_instance(v, messages, k, defs) for k, v in schema.get("properties", {}).items()}
+    if t == "array":
+        n = max(1, int(schema.get("minItems", 1)))
+        return [schema_instance(schema.get("items", {"type": "string"}), messages, name, defs) for _ in range(n)]
+    if t in ("integer", "number"):
+        v = schema.get("maximum", schema.get("exclusiveMaximum", 3 if t == "integer" else 1.0))
+        return int(v) if t == "integer" else float(v)
+    if t == "boolean":
+        return True
+    if t == "string":
+        lines = _evidence_lines(messages)
+        if not lines:
+            return "stub"
+        pick = int(hashlib.sha256(name.encode()).hexdigest(), 16) % min(len(lines), 3)
+        return max(lines[: pick + 1], key=len)[:240]
+    return None
+
+
+def default_responder(schema_name: str, schema: dict, messages: list[tuple[str, str]]) -> dict:
+    return schema_instance(schema or {"type": "object", "properties": {}}, messages)
+
+
+# ---- the server ----------------------------------------------------------------------------
+class StubLLM:
+    """`with StubLLM() as stub:` serves on 127.0.0.1:<port>; `stub.openai_base` / `stub.gemini_base`."""
+
+    def __init__(self, *, latency_s: float = 0.0, rpm_limit: float | None = None,
+                 responder: Responder = default_responder, batch_polls_until_done: int = 1,
+                 port: int = 0, usage_tokens: tuple[int, int] | None = None):
+        self.latency_s = latency_s
+        self.rpm_limit = rpm_limit
+        self.responder = responder
+        self.batch_polls_until_done = batch_polls_until_done
+        self.usage_tokens = usage_tokens
+        self.faults: deque = deque()  # scripted actions, consumed one per chat/generate request
+        self.lock = threading.Lock()
+        self.requests: list[dict] = []  # every request: path, schema, model
+        self.arrivals: deque[float] = deque()
+        self.over_limit = 0
+        self.max_window = 0
+        self.inflight = 0
+        self.max_inflight = 0
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    # ---- lifecycle --------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def openai_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def gemini_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "StubLLM":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # ---- observations -----------------------------------------------------------------
+    def count(self, kind: str | None = None) -> int:
+        with self.lock:
+            return sum(1 for r in self.requests if kind is None or r["kind"] == kind)
+
+    def reset_counts(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    # ---- behaviour ----------------------------------------------------------------------
+    def _admit(self) -> float | None:
+        """Record an arrival; with an RPM limit, None if admitted else the Retry-After seconds."""
+        now = time.monotonic()
+        with self.lock:
+            while self.arrivals and self.arrivals[0] <= now - 60.0:
+                self.arrivals.popleft()
+            if self.rpm_limit and len(self.arrivals) >= self.rpm_limit:
+                self.over_limit += 1
+                return max(0.05, self.arrivals[0] + 60.0 - now)
+            self.arrivals.append(now)
+            self.max_window = max(self.max_window, len(self.arrivals))
+            return None
+
+    def _answer(self, schema_name: str, schema: dict, messages) -> tuple[str, int, int]:
+        text = json.dumps(self.responder(schema_name, schema, messages), ensure_ascii=False)
+        if self.usage_tokens:
+            return text, *self.usage_tokens
+        prompt = sum(len(c) for _, c in messages) // 3 + 1
+        return text, prompt, len(text) // 3 + 1
+
+    def _handler(self):
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):  # quiet
+                pass
+
+            def _send(self, status: int, body, headers: dict | None = None, raw: bytes | None = None):
+                data = raw if raw is not None else json.dumps(body, ensure_ascii=False).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _body(self) -> bytes:
+                n = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(n) if n else b""
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                m = re.fullmatch(r"/v1/files/([^/]+)/content", path)
+                if m and m.group(1) in stub.files:
+                    return self._send(200, None, raw=stub.files[m.group(1)])
+                m = re.fullmatch(r"/v1/batches/([^/]+)", path)
+                if m and m.group(1) in stub.batches:
+                    return self._send(200, stub._openai_batch_poll(m.group(1)))
+                m = re.fullmatch(r"/v1(?:beta)?/(batches/[^/]+)", path)
+                if m and m.group(1) in stub.batches:
+                    return self._send(200, stub._gemini_batch_poll(m.group(1)))
+                self._send(404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}})
+
+            def do_POST(self):
+                path = self.path.split("?")[0]
+                raw = self._body()
+                if path == "/v1/chat/completions":
+                    return self._chat(json.loads(raw))
+                if path == "/v1/files":
+                    return self._send(200, stub._upload(self.headers.get("Content-Type", ""), raw))
+                if path == "/v1/batches":
+                    return self._send(200, stub._openai_batch_create(json.loads(raw)))
+                m = re.fullmatch(r"/v1(?:beta)?/models/([^/:]+):(generateContent|batchGenerateContent)", path)
+                if m and m.group(2) == "generateContent":
+                    return self._generate(m.group(1), json.loads(raw))
+                if m:
+                    return self._send(200, stub._gemini_batch_create(m.group(1), json.loads(raw)))
+                self._send(404, {"error": {"message": f"no route {path}"}})
+
+            # -- one fault or one answer ------------------------------------------------
+            def _fault(self) -> tuple[bool, tuple | None]:
+                """(response already sent, output override) for the next scripted action."""
+                with stub.lock:
+                    action = stub.faults.popleft() if stub.faults else None
+                if action is None:
+                    return False, None
+                kind = action[0]
+                if kind == "status":
+                    status, headers = action[1], (action[2] if len(action) > 2 else {})
+                    self._send(status, {"error": {"message": f"stub fault {status}", "code": status,
+                                                  "type": "rate_limit_error" if status == 429 else "server_error"}},
+                               headers)
+                    return True, None
+                if kind == "sleep":
+                    time.sleep(action[1])
+                    return False, None  # then answers (the client has usually given up by now)
+                return False, (kind, action[1] if len(action) > 1 else None)
+
+            def _chat(self, req: dict):
+                messages = [(m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
+                            for m in req["messages"]]
+                fmt = req.get("response_format") or {}
+                schema_name = (fmt.get("json_schema") or {}).get("name", "")
+                schema = (fmt.get("json_schema") or {}).get("schema", {})
+                with stub.lock:
+                    stub.requests.append({"kind": "chat", "model": req["model"], "schema": schema_name})
+                retry_after = stub._admit()
+                if retry_after is not None:
+                    return self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
+                                                      "code": "rate_limit_exceeded"}},
+                                      {"Retry-After": f"{retry_after:.2f}"})
+                with stub.lock:
+                    stub.inflight += 1
+                    stub.max_inflight = max(stub.max_inflight, stub.inflight)
+                try:
+                    sent, override = self._fault()
+                    if not sent and stub.latency_s:
+                        time.sleep(stub.latency_s)
+                finally:
+                    with stub.lock:
+                        stub.inflight -= 1
+                if sent:
+                    return
+                text, pt, ct = stub._answer(schema_name, schema, messages)
+                text = stub._apply_override(text, override)
+                self._send(200, {
+                    "id": f"chatcmpl-{hashlib.sha1(text.encode()).hexdigest()[:12]}", "object": "chat.completion",
+                    "created": int(time.time()), "model": req["model"],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                                 "finish_reason": "stop", "logprobs": None}],
+                    "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}})
+
+            def _generate(self, model: str, req: dict):
+                with stub.lock:
+                    stub.requests.append({"kind": "generate", "model": model, "schema": ""})
+                retry_after = stub._admit()
+                if retry_after is not None:
+                    return self._send(429, {"error": {"code": 429, "message": "Resource has been exhausted",
+                                                      "status": "RESOURCE_EXHAUSTED"}},
+                                      {"Retry-After": f"{retry_after:.2f}"})
+                sent, override = self._fault()
+                if sent:
+                    return
+                if stub.latency_s:
+                    time.sleep(stub.latency_s)
+                self._send(200, stub._gemini_response(model, req, override))
+
+        return Handler
+
+    @staticmethod
+    def _apply_override(text: str, ov: tuple | None) -> str | None:
+        if ov is None:
+            return text
+        kind, value = ov
+        if kind == "text":
+            return value
+        if kind == "empty":
+            return None
+        return text
+
+    def _gemini_response(self, model: str, req: dict, override: tuple | None = None) -> dict:
+        messages = []
+        si = req.get("systemInstruction") or req.get("system_instruction")
+        if si:
+            messages.append(("system", "".join(p.get("text", "") for p in si.get("parts", []))))
+        for c in req.get("contents", []):
+            messages.append(("assistant" if c.get("role") == "model" else "user",
+                             "".join(p.get("text", "") for p in c.get("parts", []))))
+        gen = req.get("generationConfig") or {}
+        schema = gen.get("responseJsonSchema") or gen.get("responseSchema") or {}
+        text, pt, ct = self._answer("", schema, messages)
+        text = self._apply_override(text, override)
+        if text is None:
+            return {}
+        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP",
+                                "index": 0}],
+                "usageMetadata": {"promptTokenCount": pt, "candidatesTokenCount": ct, "totalTokenCount": pt + ct},
+                "modelVersion": model}
+
+    # ---- OpenAI files and batches ---------------------------------------------------------
+    def _upload(self, content_type: str, raw: bytes) -> dict:
+        msg = email.parser.BytesParser(policy=email.policy.default).parsebytes(
+            f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+        fields = {}
+        for part in msg.iter_parts():
+            fields[part.get_param("name", header="content-disposition")] = (part.get_filename(),
+                                                                             part.get_payload(decode=True))
+        fid = f"file-{hashlib.sha1(raw).hexdigest()[:16]}"
+        filename, data = fields["file"]
+        self.files[fid] = data
+        with self.lock:
+            self.requests.append({"kind": "file_upload", "model": "", "schema": ""})
+        return {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+                "filename": filename or "batch.jsonl", "purpose": (fields.get("purpose") or (None, b"batch"))[1].decode(),
+                "status": "processed"}
+
+    def _openai_batch_create(self, req: dict) -> dict:
+        bid = f"batch_{len(self.batches) + 1:04d}{hashlib.sha1(req['input_file_id'].encode()).hexdigest()[:8]}"
+        self.batches[bid] = {"kind": "openai", "req": req, "polls": 0, "created_at": int(time.time())}
+        with self.lock:
+            self.requests.append({"kind": "batch_create", "model": "", "schema": ""})
+        return self._openai_batch_obj(bid, "validating")
+
+    def _openai_batch_obj(self, bid: str, status: str, out: str | None = None) -> dict:
+        b = self.batches[bid]
+        n = len(self.files[b["req"]["input_file_id"]].splitlines())
+        return {"id": bid, "object": "batch", "endpoint": b["req"]["endpoint"], "errors": None,
+                "input_file_id": b["req"]["input_file_id"], "completion_window": b["req"]["completion_window"],
+                "status": status, "output_file_id": out, "error_file_id": None, "created_at": b["created_at"],
+                "request_counts": {"total": n, "completed": n if out else 0, "failed": 0},
+                "metadata": b["req"].get("metadata")}
+
+    def _openai_batch_poll(self, bid: str) -> dict:
+        b = self.batches[bid]
+        with self.lock:
+            self.requests.append({"kind": "batch_poll", "model": "", "schema": ""})
+        b["polls"] += 1
+        if b["polls"] < self.batch_polls_until_done:
+            return self._openai_batch_obj(bid, "in_progress")
+        if "output" not in b:
+            lines = []
+            for line in self.files[b["req"]["input_file_id"]].decode().splitlines():
+                item = json.loads(line)
+                body = item["body"]
+                fmt = (body.get("response_format") or {}).get("json_schema") or {}
+                messages = [(m["role"], m["content"]) for m in body["messages"]]
+                text, pt, ct = self._answer(fmt.get("name", ""), fmt.get("schema", {}), messages)
+                lines.append(json.dumps({"id": f"batch_req_{len(lines)}", "custom_id": item["custom_id"],
+                                         "response": {"status_code": 200, "request_id": f"req_{len(lines)}",
+                                                      "body": {"id": "chatcmpl-b", "object": "chat.completion",
+                                                               "created": 0, "model": body["model"],
+                                                               "choices": [{"index": 0, "finish_reason": "stop",
+                                                                            "message": {"role": "assistant",
+                                                                                        "content": text}}],
+                                                               "usage": {"prompt_tokens": pt, "completion_tokens": ct,
+                                                                         "total_tokens": pt + ct}}},
+                                         "error": None}, ensure_ascii=False))
+            oid = f"file-out-{bid}"
+            self.files[oid] = ("\n".join(lines) + "\n").encode()
+            b["output"] = oid
+        return self._openai_batch_obj(bid, "completed", b["output"])
+
+    # ---- Gemini batches ---------------------------------------------------------------------
+    def _gemini_batch_create(self, model: str, req: dict) -> dict:
+        name = f"batches/stub{len(self.batches) + 1:04d}"
+        self.batches[name] = {"kind": "gemini", "model": model, "req": req, "polls": 0}
+        with self.lock:
+            self.requests.append({"kind": "batch_create", "model": model, "schema": ""})
+        return {"name": name, "metadata": {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+                                           "model": f"models/{model}", "displayName": req["batch"].get("displayName"),
+                                           "state": "BATCH_STATE_PENDING", "name": name}}
+
+    def _gemini_batch_poll(self, name: str) -> dict:
+        b = self.batches[name]
+        with self.lock:
+            self.requests.append({"kind": "batch_poll", "model": b["model"], "schema": ""})
+        b["polls"] += 1
+        meta = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+                "model": f"models/{b['model']}", "state": "BATCH_STATE_RUNNING", "name": name}
+        if b["polls"] < self.batch_polls_until_done:
+            return {"name": name, "metadata": meta}
+        responses = []
+        for item in b["req"]["batch"]["inputConfig"]["requests"]["requests"]:
+            responses.append({"response": self._gemini_response(b["model"], item["request"]),
+                              "metadata": item.get("metadata")})
+        meta.update(state="BATCH_STATE_SUCCEEDED",
+                    output={"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+                            "inlinedResponses": {"inlinedResponses": responses}})
+        return {"name": name, "metadata": meta, "done": True,
+                "response": {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+                             "inlinedResponses": {"inlinedResponses": responses}}}

@@ -1,0 +1,259 @@
+"""The LLM layer against loopback servers speaking OpenAI's and Gemini's wire formats, driven by
+the official SDKs: structured output, retries, repair, cache, ledger, keys, batch."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+
+import duckdb
+import pytest
+
+from finhallu.config import LLMConfig, ModelLimits, ModelPrice
+from finhallu.llm.cache import CallCache
+from finhallu.llm.errors import BatchPending, MissingKeyError
+from finhallu.llm.keys import check_keys
+from finhallu.llm.limits import ModelLimiter
+from finhallu.llm.router import LLMRouter
+from finhallu.llm.runtime import LLMRuntime
+from finhallu.llm.stub_server import StubLLM
+from finhallu.tasks.retrieval import AnswerabilityOut  # registers the judge_answerability operation
+from finhallu.warehouse import Catalog
+
+KEY = "sk-test-secret-0123456789"
+OP = "judge_answerability"
+INPUTS = dict(question="What was total revenue in fiscal 2024?", passage="Total revenue was $1,234 million in 2024.",
+              clue="Total revenue was $1,234 million", answer="$1,234 million", lang="en")
+
+
+@pytest.fixture
+def stub():
+    with StubLLM() as s:
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def runtime(tmp_path, **settings) -> LLMRuntime:
+    base = dict(backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=5.0, batch_poll_s=0.01, batch_min_requests=2)
+    base.update(settings)
+    return LLMRuntime(LLMConfig(**base), CallCache(tmp_path / "llm.sqlite"), stage="test")
+
+
+def openai_role(stub, **kw) -> dict:
+    return {"provider": "openai", "model": "gpt-4o", "base_url": stub.openai_base, "temperature": 0.0,
+            "max_tokens": 200, **kw}
+
+
+def gemini_role(stub, **kw) -> dict:
+    return {"provider": "gemini", "model": "gemini-2.5-flash", "base_url": stub.gemini_base, "temperature": 0.0,
+            "max_tokens": 200, **kw}
+
+
+def test_openai_structured_output(stub, tmp_path):
+    seen = {}
+
+    def responder(name, schema, messages):
+        seen.update(name=name, schema=schema, messages=messages)
+        return {"answerable": True, "reason": "the passage states the revenue"}
+
+    stub.responder = responder
+    out = LLMRouter({"j": openai_role(stub)}, runtime(tmp_path)).call("j", OP, **INPUTS)
+    assert isinstance(out, AnswerabilityOut) and out.answerable is True
+    assert seen["name"] == OP
+    assert seen["schema"]["additionalProperties"] is False and set(seen["schema"]["required"]) == {"answerable", "reason"}
+    assert "Total revenue was $1,234 million in 2024." in seen["messages"][-1][1]  # the rendered en template
+
+
+def test_gemini_structured_output_and_empty_reply_repaired(stub, tmp_path):
+    rt = runtime(tmp_path)
+    router = LLMRouter({"g": gemini_role(stub)}, rt)
+    out = router.call("g", OP, **INPUTS)
+    assert isinstance(out, AnswerabilityOut)
+    stub.faults.append(("empty",))  # Gemini's `{}` reply: r.text is None -> repaired once
+    out = router.call("g", OP, sample=1, **INPUTS)
+    assert isinstance(out, AnswerabilityOut)
+    rows = rt.ledger.rows()
+    assert [r["repair"] for r in rows] == [False, False, True]
+    assert stub.count("generate") == 3
+
+
+def test_retries_429_with_retry_after_then_500_then_timeout(stub, tmp_path):
+    rt = runtime(tmp_path, timeout_s=0.5)
+    router = LLMRouter({"j": openai_role(stub)}, rt)
+    stub.faults.extend([("status", 429, {"Retry-After": "0.4"}), ("status", 500), ("sleep", 1.5)])
+    t0 = time.monotonic()
+    out = router.call("j", OP, **INPUTS)
+    elapsed = time.monotonic() - t0
+    assert isinstance(out, AnswerabilityOut)
+    rec = rt.ledger.rows()[0]
+    assert rec["attempts"] == 4 and rec["error"] is None
+    assert stub.count("chat") == 4
+    assert elapsed >= 0.4 + 0.5  # waited the Retry-After, and the stalled attempt ran into the timeout
+
+
+def test_attempts_are_bounded_and_a_4xx_is_not_retried(stub, tmp_path):
+    rt = runtime(tmp_path, max_attempts=3)
+    router = LLMRouter({"j": openai_role(stub)}, rt)
+    stub.faults.extend([("status", 503)] * 5)
+    assert router.call("j", OP, **INPUTS) is None  # a recorded failure, not an exception
+    assert stub.count("chat") == 3
+    stub.faults.clear()
+    stub.reset_counts()
+    stub.faults.append(("status", 400))
+    assert router.call("j", OP, sample=7, **INPUTS) is None
+    assert stub.count("chat") == 1
+    errors = [r["error"] for r in rt.ledger.rows()]
+    assert "HTTP 503" in errors[0] and "after 3 attempt" in errors[0] and "HTTP 400" in errors[1]
+    assert all(KEY not in e for e in errors)
+
+
+def test_malformed_output_gets_one_repair_then_is_a_recorded_failure(stub, tmp_path):
+    rt = runtime(tmp_path)
+    router = LLMRouter({"j": openai_role(stub)}, rt)
+    stub.faults.append(("text", "Sure! The answer is yes."))
+    assert isinstance(router.call("j", OP, **INPUTS), AnswerabilityOut)  # repaired
+    stub.faults.extend([("text", '{"answerable": "maybe"}'), ("text", "still not json")])
+    assert router.call("j", OP, sample=1, **INPUTS) is None
+    rows = rt.ledger.rows()
+    assert [(r["repair"], r["error"] is None) for r in rows] == [(False, True), (True, True), (False, True),
+                                                                  (True, False)]
+    assert "after one repair" in rows[-1]["error"]
+    summary = rt.ledger.summary()[0]
+    assert summary["failures"] == 1 and summary["repairs"] == 2
+
+
+def test_rerun_is_served_from_the_cache(stub, tmp_path):
+    many = [dict(INPUTS, question=f"What was revenue in year {i}?") for i in range(12)]
+    first = LLMRouter({"j": openai_role(stub)}, runtime(tmp_path)).call_many("j", OP, many)
+    assert stub.count("chat") == 12
+    stub.reset_counts()
+    rt2 = runtime(tmp_path)  # a new process would open the same file
+    second = LLMRouter({"j": openai_role(stub)}, rt2).call_many("j", OP, many)
+    assert stub.count() == 0
+    assert second == first
+    assert all(r["cache_hit"] and r["cost_usd"] == 0 for r in rt2.ledger.rows())
+    # every output-affecting setting is in the key: another temperature calls again
+    LLMRouter({"j": openai_role(stub, temperature=0.5)}, rt2).call("j", OP, **many[0])
+    assert stub.count("chat") == 1
+
+
+def test_concurrency_and_rpm_limits_hold(stub, tmp_path):
+    stub.latency_s = 0.15
+    rt = runtime(tmp_path, limits={"gpt-4o": ModelLimits(rpm=6000, concurrency=3)})
+    many = [dict(INPUTS, question=f"q{i}") for i in range(12)]
+    LLMRouter({"j": openai_role(stub)}, rt).call_many("j", OP, many)
+    assert stub.max_inflight == 3
+
+
+def test_limiter_never_exceeds_rpm_or_tpm_in_any_window():
+    now = [0.0]
+    lim = ModelLimiter(rpm=30, tpm=1000, clock=lambda: now[0])
+    starts, tokens = [], []
+    while now[0] < 300:
+        wait, res = lim.try_reserve(90)
+        if res is None:
+            now[0] += wait
+            continue
+        starts.append(now[0])
+        tokens.append((now[0], 90))
+        res.settle(60)  # real usage below the estimate frees budget
+        tokens[-1] = (now[0], 60)
+    for t in starts:
+        assert sum(1 for s in starts if t <= s < t + 60) <= 30
+        assert sum(k for s, k in tokens if t <= s < t + 60) <= 1000
+    assert len(starts) > 60
+
+
+def test_ledger_totals_and_llm_calls_view(stub, tmp_path):
+    stub.usage_tokens = (1000, 500)
+    rt = runtime(tmp_path, prices={"gpt-4o": ModelPrice(input_per_1m=2.5, output_per_1m=10.0)})
+    many = [dict(INPUTS, question=f"q{i}") for i in range(5)]
+    LLMRouter({"j": openai_role(stub)}, rt).call_many("j", OP, many)
+    summary = rt.ledger.summary()[0]
+    assert summary["calls"] == 5 and summary["input_tokens"] == 5000 and summary["output_tokens"] == 2500
+    assert summary["cost_usd"] == pytest.approx(5 * (1000 * 2.5 + 500 * 10.0) / 1e6)
+    home = tmp_path / "home"
+    cat = Catalog(home)
+    cat.record_llm_calls("b1", "test", rt.ledger.rows())
+    cat.refresh_views()
+    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    total, n = con.execute("SELECT sum(cost_usd), count(*) FROM llm_calls WHERE stage='test'").fetchone()
+    assert n == 5 and total == pytest.approx(0.0375)
+    con.close()
+    assert KEY not in (cat.llm_dir / "b1__test.jsonl").read_text()
+
+
+def test_missing_key_names_the_role(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("GEMINI_API_KEY")
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    roles = {"injector_b": {"provider": "gemini", "model": "gemini-2.5-flash"},
+             "assistant_llm": {"provider": "openai", "model": "gpt-4o"},
+             "local": {"provider": "openai_compatible", "model": "qwen", "base_url": "http://127.0.0.1:1/v1"},
+             "rules": {"provider": "offline", "model": "rules"}}
+    with pytest.raises(MissingKeyError) as exc:
+        check_keys(roles)
+    msg = str(exc.value)
+    assert "injector_b" in msg and "GEMINI_API_KEY" in msg and "assistant_llm" in msg and "OPENAI_API_KEY" in msg
+    assert "local" not in msg and "rules" not in msg  # keyless endpoints and offline roles need none
+    monkeypatch.setenv("GOOGLE_API_KEY", "x" * 12)
+    with pytest.raises(MissingKeyError, match="assistant_llm"):
+        check_keys(roles)
+
+
+def test_openai_compatible_endpoint_from_env(stub, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.openai_base)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    role = {"provider": "openai_compatible", "model": "qwen2.5-7b-instruct", "temperature": 0.0, "max_tokens": 64}
+    out = LLMRouter({"v": role}, runtime(tmp_path)).call("v", OP, **INPUTS)
+    assert isinstance(out, AnswerabilityOut) and stub.requests[-1]["model"] == "qwen2.5-7b-instruct"
+
+
+@pytest.mark.parametrize("kind", ["openai", "gemini"])
+def test_batch_submit_poll_fetch_and_resume(stub, tmp_path, kind):
+    stub.batch_polls_until_done = 3
+    role = (openai_role if kind == "openai" else gemini_role)(stub, batch=True)
+    many = [dict(INPUTS, question=f"What was revenue in quarter {i}?") for i in range(6)]
+    # Interrupted: the job is submitted and polled, but the build gives up waiting.
+    rt = runtime(tmp_path, batch_max_wait_s=0.001)
+    with pytest.raises(BatchPending):
+        LLMRouter({"b": role}, rt).call_many("b", OP, many)
+    assert stub.count("batch_create") == 1
+    # The rerun polls the same job instead of submitting another, and caches its results.
+    rt2 = runtime(tmp_path)
+    outs = LLMRouter({"b": role}, rt2).call_many("b", OP, many)
+    assert all(isinstance(o, AnswerabilityOut) for o in outs)
+    assert stub.count("batch_create") == 1 and stub.count("chat") == 0 and stub.count("generate") == 0
+    rows = rt2.ledger.rows()
+    assert len(rows) == 6 and all(r["batch"] for r in rows)
+    # A third run is served from the call cache.
+    stub.reset_counts()
+    rt3 = runtime(tmp_path)
+    assert LLMRouter({"b": role}, rt3).call_many("b", OP, many) == outs
+    assert stub.count() == 0
+
+
+def test_call_cache_is_safe_under_concurrent_writers(tmp_path):
+    from finhallu.llm.request import LLMReply
+
+    path = tmp_path / "c.sqlite"
+    caches = [CallCache(path) for _ in range(4)]  # four connections, as four processes would hold
+
+    def write(c, i):
+        for j in range(50):
+            c.put(f"k{i}-{j}", "openai", "gpt-4o", "op", LLMReply(text=f"{i}-{j}", input_tokens=1, output_tokens=1))
+
+    threads = [threading.Thread(target=write, args=(c, i)) for i, c in enumerate(caches)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(caches[0]) == 200
+    assert caches[0].get("k3-49").text == "3-49"
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -1,0 +1,81 @@
+"""The whole demo build with its LLM roles on loopback servers (OpenAI-compatible by `base_url`,
+OpenAI by `OPENAI_BASE_URL`), and the fail-fast key check of the `paper` profile."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+import yaml
+
+from finhallu.config import load_config
+from finhallu.llm.stub_server import StubLLM, schema_instance
+from conftest import run_cli
+
+# A scripted model: schema-valid answers built from the prompt (see stub_server), with the one
+# judgement that must go the other way for a benchmark to exist: a retrieved passage that
+# passed the lexical step is judged unable to answer (else there are no hard negatives).
+VERDICTS = {"judge_answerability": {"answerable": False, "reason": "the passage does not state the answer"}}
+
+
+def responder(name, schema, messages):
+    out = schema_instance(schema, messages)
+    out.update({k: v for k, v in VERDICTS.get(name, {}).items() if k in out})
+    return out
+
+
+def _stub_profile(tmp_path, stub: StubLLM) -> str:
+    roles = {}
+    for i, role in enumerate(sorted(load_config("demo").roles)):
+        if i % 2:  # half the roles by base_url in the profile...
+            roles[role] = {"provider": "openai_compatible", "model": "stub-chat", "base_url": stub.openai_base}
+        else:  # ...half as `openai` through OPENAI_BASE_URL
+            roles[role] = {"provider": "openai", "model": "gpt-4o"}
+    path = tmp_path / "stub.yaml"
+    path.write_text(yaml.safe_dump({"extends": "demo", "roles": roles}), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.slow
+def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
+    with StubLLM(responder=responder) as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.openai_base)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-test-key")
+        profile = _stub_profile(tmp_path, stub)
+        home = tmp_path / "home"
+        proc = run_cli("build", "--profile", profile, "--json", home=home, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        calls = stub.count("chat")
+        assert calls > 100
+        con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+        per_stage = dict(con.execute("SELECT stage, count(*) FROM llm_calls GROUP BY stage").fetchall())
+        n_samples = con.execute("SELECT count(*) FROM samples").fetchone()[0]
+        failures = con.execute("SELECT count(error) FROM llm_calls").fetchone()[0]
+        con.close()
+        assert sum(per_stage.values()) >= calls - failures  # every provider call is in the ledger
+        assert {"retrieve", "dialogues"} <= set(per_stage)
+        assert n_samples > 0
+        assert "sk-loopback-test-key" not in "".join(p.read_text() for p in (home / "catalog" / "llm_calls").glob("*"))
+
+        # A second build on a fresh home that shares the call cache: every stage runs again, but
+        # every LLM answer comes from the cache, so the server sees no call.
+        stub.reset_counts()
+        home2 = tmp_path / "home2"
+        (home2 / "cache").mkdir(parents=True)
+        (home2 / "cache" / "llm_calls.sqlite").write_bytes((home / "cache" / "llm_calls.sqlite").read_bytes())
+        proc = run_cli("build", "--profile", profile, "--json", home=home2, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert stub.count() == 0
+        summary = json.loads(next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("{")))
+        assert summary["stages_cached"] == []
+
+
+def test_paper_profile_without_keys_fails_before_any_stage(tmp_path, monkeypatch):
+    for k in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    home = tmp_path / "home"
+    proc = run_cli("build", "--profile", "paper", home=home, timeout=300)
+    assert proc.returncode == 2
+    assert "injector_b" in proc.stderr and "GEMINI_API_KEY" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
+    assert not (home / "tables").exists()  # nothing ran
