@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import duckdb
+import httpx
 import pytest
 import yaml
 
@@ -57,6 +58,12 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         assert {"retrieve", "dialogues"} <= set(per_stage)
         assert n_samples > 0
         assert "sk-loopback-test-key" not in "".join(p.read_text() for p in (home / "catalog" / "llm_calls").glob("*"))
+        # The per-stage summary is a keyed Prefect table artifact on the home's API server.
+        api = json.loads((home / "prefect" / "api.json").read_text())["url"]
+        arts = httpx.post(f"{api}/artifacts/filter", json={"artifacts": {"key": {"any_": ["llm-calls-retrieve"]}}},
+                          timeout=30).json()
+        assert arts and arts[0]["type"] == "table" and "calls" in arts[0]["description"]
+        assert "sk-loopback-test-key" not in json.dumps(arts)
 
         # A second build on a fresh home that shares the call cache: every stage runs again, but
         # every LLM answer comes from the cache, so the server sees no call.

@@ -97,9 +97,11 @@ class LLMRuntime:
         attempt = 0
         while True:
             attempt += 1
-            reservation = await limiter.acquire(estimate)
             try:
+                # Concurrency slot first, then the rate slot: a request that waited for a slot must
+                # not carry an old rate reservation (requests would bunch up at the provider).
                 async with limiter.semaphore():
+                    reservation = await limiter.acquire(estimate)
                     reply = await provider.complete(client, request)
                 reservation.settle(reply.input_tokens + reply.output_tokens or estimate)
                 break
