@@ -1,9 +1,10 @@
 """Per-model request limits: RPM, TPM and requests in flight.
 
 RPM: requests are spaced `60/rpm` apart, and a sliding log never lets more than `rpm`
-requests start within any window of 60 s plus a 1 s margin (the margin absorbs the jitter
-between our send time and the provider's arrival time on a busy machine: 0.25 s was measured
-to let one request in 2,000 through as a 429). TPM: each request reserves its estimated tokens
+requests into any window of 60 s plus a 1 s margin. A finished request's log entry moves to its
+completion time: the provider saw it somewhere between our send and our receipt, so counting
+from the receipt can never undercount the provider's window, however late a request arrived
+(with start times only, one request in 2,000 still drew a 429 on a loaded machine). TPM: each request reserves its estimated tokens
 (prompt estimate + max_tokens) in a 60 s sliding log and settles to the real usage when the
 reply arrives. Concurrency: an asyncio semaphore per event loop.
 
@@ -24,14 +25,18 @@ MARGIN_S = 1.0
 
 
 class Reservation:
-    def __init__(self, limiter: "ModelLimiter", entry: list | None):
-        self._limiter, self._entry = limiter, entry
+    def __init__(self, limiter: "ModelLimiter", start: list | None, tokens: list | None):
+        self._limiter, self._start, self._tokens = limiter, start, tokens
 
     def settle(self, actual_tokens: int) -> None:
-        """Replace the estimate by the real usage (never below zero)."""
-        if self._entry is not None:
-            with self._limiter._lock:
-                self._entry[1] = max(0, int(actual_tokens))
+        """The request is done: its RPM log entry moves to now (it reached the provider at some
+        moment up to now, so counting it from now is never too early), and its token estimate
+        becomes the real usage (never below zero)."""
+        with self._limiter._lock:
+            if self._start is not None:
+                self._start[0] = self._limiter.clock()
+            if self._tokens is not None:
+                self._tokens[1] = max(0, int(actual_tokens))
 
 
 class ModelLimiter:
@@ -40,7 +45,7 @@ class ModelLimiter:
         self.rpm, self.tpm, self.concurrency = rpm, tpm, concurrency
         self.clock = clock
         self._lock = threading.Lock()
-        self._starts: deque[float] = deque()
+        self._starts: list[list[float]] = []  # [start time, moved to completion time by settle()]
         self._tokens: deque[list] = deque()  # [start time, tokens]
         self._next_slot = 0.0
         self._paused_until = 0.0
@@ -57,15 +62,14 @@ class ModelLimiter:
 
     def _wait_for(self, now: float, tokens: int) -> float:
         window = WINDOW_S + MARGIN_S
-        while self._starts and self._starts[0] <= now - window:
-            self._starts.popleft()
+        self._starts = [e for e in self._starts if e[0] > now - window]
         while self._tokens and self._tokens[0][0] <= now - WINDOW_S:
             self._tokens.popleft()
         wait = max(0.0, self._paused_until - now)
         if self.rpm:
             wait = max(wait, self._next_slot - now)
             if len(self._starts) >= self.rpm:
-                wait = max(wait, self._starts[0] + window - now)
+                wait = max(wait, min(e[0] for e in self._starts) + window - now)
         if self.tpm:
             used = sum(t for _, t in self._tokens)
             # A request larger than the whole budget still goes alone into an empty window.
@@ -84,8 +88,10 @@ class ModelLimiter:
             wait = self._wait_for(now, tokens)
             if wait > 0:
                 return wait, None
+            start = None
             if self.rpm:
-                self._starts.append(now)
+                start = [now]
+                self._starts.append(start)
                 # Spacing may catch up on up to one second of lag (a busy event loop) in a short
                 # burst; the sliding log above still bounds every window.
                 interval = WINDOW_S / self.rpm
@@ -94,7 +100,7 @@ class ModelLimiter:
             if self.tpm:
                 entry = [now, int(tokens)]
                 self._tokens.append(entry)
-            return 0.0, Reservation(self, entry)
+            return 0.0, Reservation(self, start, entry)
 
     def pause(self, seconds: float) -> None:
         """Hold every new request for `seconds` (a 429 with Retry-After speaks for the whole model)."""

@@ -102,7 +102,11 @@ class LLMRuntime:
                 # not carry an old rate reservation (requests would bunch up at the provider).
                 async with limiter.semaphore():
                     reservation = await limiter.acquire(estimate)
-                    reply = await provider.complete(client, request)
+                    try:
+                        reply = await provider.complete(client, request)
+                    except BaseException:
+                        reservation.settle(0)  # refused or lost: no tokens spent, but it did count as a request
+                        raise
                 reservation.settle(reply.input_tokens + reply.output_tokens or estimate)
                 break
             except ProviderError as exc:
