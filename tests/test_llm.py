@@ -257,3 +257,23 @@ def test_call_cache_is_safe_under_concurrent_writers(tmp_path):
     assert len(caches[0]) == 200
     assert caches[0].get("k3-49").text == "3-49"
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_every_operation_has_ko_and_en_templates_over_its_own_inputs():
+    """The `llm` backend renders the template with the operation's keyword inputs: a template
+    naming anything else would fail at the first real call, so check them all here."""
+    import inspect
+
+    import jinja2
+    from jinja2 import meta
+
+    import finhallu.tasks.pipeline  # noqa: F401  (imports every stage module, registering its operations)
+    from finhallu.llm.operations import OPERATIONS
+
+    env = jinja2.Environment()
+    assert len(OPERATIONS) >= 10
+    for name, op in OPERATIONS.items():
+        params = set(inspect.signature(op.rules).parameters)
+        for lang in ("ko", "en"):
+            used = meta.find_undeclared_variables(env.parse(op.template(lang)))
+            assert used <= params, f"{lang}/{name}.j2 uses {sorted(used - params)} which {name} does not take"
