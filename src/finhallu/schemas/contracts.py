@@ -23,6 +23,8 @@ S, I, F, B = pl.String, pl.Int64, pl.Float64, pl.Boolean
 CONTEXT = pl.List(pl.Struct({"passage_id": S, "role": S}))
 MESSAGES = pl.List(pl.Struct({"role": S, "content": S}))
 SAMPLE_PASSAGES = pl.List(pl.Struct({"passage_id": S, "text": S, "role": S}))
+# metrics.setting: the K-FinHallu settings plus the score threshold sweep and the tuned threshold
+METRIC_SETTINGS = ("binary", "4class", "3class", "type", "sweep", "threshold")
 BLOCKS = pl.List(pl.Struct({"block_id": S, "section_path": S, "kind": S, "text": S}))
 
 
@@ -133,19 +135,37 @@ CONTRACTS: dict[str, Contract] = {
             "qa_seeds",
             {"seed_id": S, "passage_id": S, "doc_id": S, "source": S, "institution": S, "lang": S, "split": S,
              "question": S, "answer": S, "clue_text": S, "clue_start": I, "answer_start": I, "qa_kind": S,
-             "answerable": B, "method": S, "origin_id": S},
+             "answerable": B, "method": S, "origin_id": S,
+             # provenance of generated seeds (SEC/DART): who wrote it, from which triplets, and the
+             # XBRL fact that verifies its number; answer_value is the answer in base units (USD, KRW, %)
+             "generator": S, "triplet_ids": pl.List(S), "fact_id": S, "answer_value": F, "answer_unit": S,
+             "period": S},
             ("seed_id",),
             not_null=("passage_id", "question", "answer", "answerable", "method", "split"),
-            allowed={"method": ("aihub_given", "table_rule"), "split": SPLITS},
+            allowed={"method": ("aihub_given", "table_rule", "triplet_qa", "multi_llm_qa"), "split": SPLITS},
             parents={"passage_id": "passages.passage_id"},
         ),
         _c(
             "triplets",
-            {"triplet_id": S, "passage_id": S, "head": S, "relation": S, "tail": S, "origin": S},
+            {"triplet_id": S, "passage_id": S, "head": S, "relation": S, "tail": S, "origin": S,
+             "head_type": S, "tail_type": S, "span": S, "value": F, "unit": S, "period": S, "column": S,
+             "evidence": S, "evidence_start": I, "fact_id": S, "extractor": S},
             ("triplet_id",),
             not_null=("passage_id", "head", "relation", "tail"),
             parents={"passage_id": "passages.passage_id"},
             allow_empty=True,
+            doc="Knowledge-graph triplets (FinReflectKG): numbers merged into VALUE-UNIT-PERIOD tails; "
+                "evidence is the passage line stating it, fact_id the XBRL fact that verifies it.",
+        ),
+        _c(
+            "seed_qa_stats",
+            {"source": S, "method": S, "funnel": S, "step": I, "metric": S, "value": F},
+            ("source", "method", "metric"),
+            not_null=("value",),
+            allowed={"method": ("triplet_qa", "multi_llm_qa")},
+            allow_empty=True,
+            doc="Stepwise counts of the seed methods (FinDartBench's stepwise table), compression, "
+                "cluster sizes, lexical diversity, numeric disagreement.",
         ),
         _c(
             "retrievals",
@@ -176,10 +196,10 @@ CONTRACTS: dict[str, Contract] = {
             "turns",
             {"turn_id": S, "dialogue_id": S, "turn_index": I, "seed_id": S, "kind": S, "reconfirms_turn": I,
              "standalone_query": S, "query": S, "response": S, "answerable": B, "gold_passage_id": S,
-             "clue_text": S, "answer": S, "context": CONTEXT},
+             "clue_text": S, "answer": S, "context": CONTEXT, "origin": S},
             ("turn_id",),
             not_null=("dialogue_id", "turn_index", "seed_id", "standalone_query", "query", "response", "answerable", "context"),
-            allowed={"kind": ("question", "reconfirm")},
+            allowed={"kind": ("question", "reconfirm"), "origin": ("seed", "generated")},
             parents={"dialogue_id": "dialogues.dialogue_id", "seed_id": "qa_seeds.seed_id"},
         ),
         _c(
@@ -194,7 +214,8 @@ CONTRACTS: dict[str, Contract] = {
             "injections",
             {"injection_id": S, "dialogue_id": S, "turn_id": S, "turn_index": I, "split": S, "injector": S,
              "hallu_type": S, "hallu_subtype": S, "original_response": S, "injected_response": S,
-             "injected_context": CONTEXT, "counterpart_response": S, "counterpart_label": S, "edit": S},
+             "injected_context": CONTEXT, "counterpart_response": S, "counterpart_label": S, "edit": S,
+             "strategy": S, "edit_chars": I, "edit_words": I},
             ("injection_id",),
             not_null=("dialogue_id", "turn_id", "injector", "hallu_type", "injected_response", "counterpart_response"),
             allowed={"hallu_type": HALLU_TYPES, "hallu_subtype": HALLU_SUBTYPES,
@@ -203,7 +224,8 @@ CONTRACTS: dict[str, Contract] = {
         ),
         _c(
             "injection_qc",
-            {"injection_id": S, "appropriate": B, "naturalness": I, "passed": B, "reasons": pl.List(S), "judge": S},
+            {"injection_id": S, "appropriate": B, "naturalness": I, "passed": B, "reasons": pl.List(S), "judge": S,
+             "appropriateness": I},
             ("injection_id",),
             not_null=("appropriate", "naturalness", "passed"),
             parents={"injection_id": "injections.injection_id"},
@@ -230,11 +252,12 @@ CONTRACTS: dict[str, Contract] = {
         _c(
             "detections",
             {"eval_id": S, "detector": S, "sample_id": S, "score": F, "pred_binary": S, "pred_4class": S,
-             "pred_type": S, "rationale": S},
+             "pred_type": S, "rationale": S, "detector_version": S, "detector_config": S},
             ("eval_id", "detector", "sample_id"),
-            not_null=("score", "pred_binary", "pred_4class"),
+            not_null=("score", "pred_binary", "pred_4class", "detector_version", "detector_config"),
             allowed={"pred_binary": LABEL_BINARY, "pred_4class": LABEL_4CLASS, "pred_type": HALLU_TYPES},
             parents={"sample_id": "samples.sample_id"},
+            doc="One row per (evaluation, detector, sample); detector_config is the JSON of its parameters and backend.",
         ),
         _c(
             "metrics",
@@ -242,14 +265,39 @@ CONTRACTS: dict[str, Contract] = {
              "metric": S, "value": F, "ci_low": F, "ci_high": F, "n": I},
             ("eval_id", "detector", "setting", "slice", "metric"),
             not_null=("dataset", "dataset_version", "value", "n"),
-            allowed={"setting": ("binary", "4class", "type")},
+            allowed={"setting": METRIC_SETTINGS},
         ),
         _c(
             "confusion",
             {"eval_id": S, "detector": S, "setting": S, "slice": S, "true_label": S, "pred_label": S, "count": I},
             ("eval_id", "detector", "setting", "slice", "true_label", "pred_label"),
             not_null=("count",),
-            allowed={"setting": ("binary", "4class", "type")},
+            allowed={"setting": ("binary", "4class", "3class", "type")},
+        ),
+        _c(
+            "detector_tests",
+            {"eval_id": S, "dataset": S, "dataset_version": S, "test": S, "setting": S, "slice": S, "detector_a": S,
+             "detector_b": S, "detectors": pl.List(S), "n": I, "statistic": F, "df": I, "p_value": F, "p_holm": F,
+             "a_only_correct": I, "b_only_correct": I, "net": I},
+            ("eval_id", "test", "setting", "slice", "detector_a", "detector_b"),
+            not_null=("dataset", "dataset_version", "detectors", "n", "statistic", "p_value"),
+            allowed={"test": ("mcnemar_exact", "mcnemar_chi2", "cochran_q", "helped_hurt"), "setting": ("binary", "4class")},
+            allow_empty=True,
+            doc="Paired significance tests on correctness: McNemar per detector pair (p_holm: Holm-Bonferroni within "
+                "test family), Cochran's Q across detectors (detector_a = detector_b = '*'), helped/hurt between two "
+                "conditions of one detector (a = baseline, b = condition; b_only_correct = helped, a_only_correct = hurt).",
+        ),
+        _c(
+            "external_samples",
+            {"sample_id": S, "pair_id": S, "dialogue_id": S, "split": S, "source": S, "institution": S, "lang": S,
+             "turn_index": I, "history": MESSAGES, "query": S, "standalone_query": S, "passages": SAMPLE_PASSAGES,
+             "response": S, "answerable": B, "label_binary": S, "label_4class": S, "hallu_type": S,
+             "hallu_subtype": S, "injector": S, "dataset": S, "external_id": S},
+            ("sample_id",),
+            not_null=("pair_id", "split", "source", "query", "response", "label_binary", "label_4class", "passages",
+                      "history", "dataset", "external_id"),
+            allowed={"split": SPLITS, "label_binary": LABEL_BINARY, "label_4class": LABEL_4CLASS, "hallu_type": HALLU_TYPES},
+            doc="An external labelled dataset (RAGTruth, HaluEval, JSONL/CSV) in the samples layout; `dataset` names it.",
         ),
         _c(
             "report_index",

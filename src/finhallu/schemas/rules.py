@@ -79,8 +79,8 @@ def _verdicts_consistent(df: pl.DataFrame, _: dict) -> pl.DataFrame:
 
 
 def _one_injection_per_dialogue(df: pl.DataFrame, _: dict) -> pl.DataFrame:
-    return (df.group_by("dialogue_id", "injector").agg(n_injected_turns=pl.len())
-            .with_columns(ok=pl.col("n_injected_turns") == 1).sort("dialogue_id", "injector"))
+    return (df.group_by("dialogue_id").agg(n_injected_turns=pl.len())
+            .with_columns(ok=pl.col("n_injected_turns") == 1).sort("dialogue_id"))
 
 
 def _subtype_matches_type(df: pl.DataFrame, _: dict) -> pl.DataFrame:
@@ -111,7 +111,30 @@ def _dialogue_turn_count(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
             .fill_null(False))
 
 
+def _clue_at_offset(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
+    """A seed's clue is its passage's text at clue_start, character for character."""
+    texts = dict(zip(nb["passages"]["passage_id"], nb["passages"]["text"]))
+    rows = df.filter(pl.col("clue_text").is_not_null()).select("seed_id", "passage_id", "clue_text", "clue_start")
+    ok = [s is not None and texts.get(p, "")[s:s + len(c)] == c
+          for p, c, s in zip(rows["passage_id"], rows["clue_text"], rows["clue_start"])]
+    return rows.select("seed_id").with_columns(ok=pl.Series(ok, dtype=pl.Boolean))
+
+
+def _funnel_non_increasing(df: pl.DataFrame, _: dict) -> pl.DataFrame:
+    """Each step of a seed method's funnel keeps at most what the step before it had."""
+    rows = []
+    for (source, method, funnel), g in df.filter(pl.col("funnel").is_not_null()).sort("step").group_by(
+            ["source", "method", "funnel"], maintain_order=True):
+        values = g["value"].to_list()
+        for metric, before, after in zip(g["metric"].to_list()[1:], values, values[1:]):
+            rows.append({"source": source, "method": method, "metric": metric, "ok": after <= before})
+    return pl.DataFrame(rows, schema={"source": pl.String, "method": pl.String, "metric": pl.String, "ok": pl.Boolean})
+
+
 RULES: dict[str, list[Rule]] = {
+    "qa_seeds": [Rule("clue_at_offset", "clue_text is the passage text at clue_start", _clue_at_offset)],
+    "seed_qa_stats": [Rule("funnel_non_increasing", "each funnel step of a seed method keeps a subset of the one before",
+                           _funnel_non_increasing)],
     "documents": [Rule("institution_in_one_split", "an institution's documents all sit in one split", _institution_one_split)],
     "hard_negatives": [Rule("hard_negative_lacks_clue", "a hard negative contains neither the clue nor the answer (normalized)",
                             _hard_negative_lacks_clue),
@@ -121,7 +144,7 @@ RULES: dict[str, list[Rule]] = {
                    "answerable turns show the gold passage and no hard negative; unanswerable turns show only hard negatives",
                    _turn_context_matches_answerability)],
     "injections": [
-        Rule("one_injected_turn_per_dialogue", "exactly one injected turn per hallucinated dialogue (dialogue, injector)",
+        Rule("one_injected_turn_per_dialogue", "exactly one injected turn per base dialogue (one source each)",
              _one_injection_per_dialogue),
         Rule("subtype_matches_type", "the subtype belongs to the type", _subtype_matches_type),
     ],

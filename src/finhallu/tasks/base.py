@@ -57,10 +57,20 @@ class Stage:
     roles: tuple[str, ...] = ()  # LLM roles the stage calls (their config enters the cache key)
     operations: tuple[str, ...] = ()  # LLM operations (their prompt versions enter the cache key)
     description: str = ""
+    resources: tuple[str, ...] = ()  # package files the stage reads (templates): their bytes enter the cache key
 
     @property
     def code_version(self) -> str:
         return module_closure_hash(self.fn.__module__)
+
+    @property
+    def resource_version(self) -> str:
+        from importlib import resources as res
+
+        h = hashlib.sha256()
+        for rel in self.resources:
+            h.update(rel.encode() + b"\0" + (res.files("finhallu") / rel).read_bytes())
+        return h.hexdigest()
 
 
 def _module_file(name: str) -> Path | None:

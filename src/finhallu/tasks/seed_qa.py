@@ -1,21 +1,34 @@
-"""seed_qa: passages (+ shipped QA triplets) -> `qa_seeds`, `triplets`.
+"""seed_qa: passages (+ shipped QA triplets, XBRL facts) -> `qa_seeds`, `triplets`, `seed_qa_stats`.
 
 AI-Hub: the (question, answer, clue) triplets as given, re-anchored in their passage.
-SEC/DART (rules backend): table cells become (row, column, value) triplets and a question
-per sampled triplet that names the company and the period; the clue is the table row.
-LLM-based triplet extraction and multi-LLM QA for filings extend this stage later.
+SEC 10-K and DART ship none, so seeds are generated and verified (tasks/seeds/):
+  triplet_qa    FinReflectKG HalluBench: KG triplets per page -> QA per sampled triplet -> Keep/Drop judge
+  multi_llm_qa  FinDartBench: questions from several generators -> dedup -> answers from several
+                generators -> factuality, listwise quality, top-2 consensus
+`seed_qa.methods` names the methods per source. Every seed has the AI-Hub fields (question,
+answer, clue text and offset in its passage) plus provenance (method, generator, triplet ids,
+the XBRL fact that verifies its number); `seed_qa_stats` holds each method's stepwise counts.
 """
 
 from __future__ import annotations
 
-import re
+from collections import Counter
+from typing import Callable
 
+import numpy as np
 import polars as pl
 
-from finhallu.config import SeedQAConfig
+from finhallu.config import EmbedConfig, SeedQAConfig
+from finhallu.llm.router import LLMRouter
 from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
-from finhallu.tasks.sources.tables import parse_markdown_table
-from finhallu.tasks.textnorm import find_numbers, particle, split_sentences
+from finhallu.tasks.embedders import embedder_for_model, embedder_from_config
+from finhallu.tasks.seeds import multi_llm_qa, triplet_qa
+from finhallu.tasks.seeds.common import DocContext, MethodResult, document_contexts
+from finhallu.tasks.textnorm import split_sentences
+
+# LLM roles of the stage (pipeline.py lists them; their config enters the cache key).
+EXTRACTOR, QA_GENERATOR, JUDGE = "triplet_extractor", "qa_generator_a", "qa_judge"
+SEED_ROLES = ("triplet_extractor", "qa_generator_a", "qa_generator_b", "qa_generator_c", "qa_judge")
 
 
 def _line_containing(text: str, start: int, length: int) -> tuple[int, str]:
@@ -74,81 +87,123 @@ def _seed(p: dict, qa: dict, clue, clue_start, answer_start, answerable: bool) -
         "source": p["source"], "institution": p["institution"], "lang": p["lang"], "split": p["split"],
         "question": qa["question"], "answer": answer, "clue_text": clue, "clue_start": clue_start,
         "answer_start": answer_start, "qa_kind": kind, "answerable": answerable, "method": "aihub_given",
-        "origin_id": qa["qa_id"],
+        "origin_id": qa["qa_id"], "generator": "source", "triplet_ids": [], "fact_id": None, "answer_value": None,
+        "answer_unit": None, "period": None,
     }
 
 
-def _company_period(p: dict) -> tuple[str, str]:
-    title = p["title"]
-    m = re.search(r"FY(\d{4})", title)
-    return p["institution"], (m.group(1) if m else "")
+# ---- generated seeds for filings ------------------------------------------------------------
+
+def _run_triplet_qa(doc: DocContext, cfg: SeedQAConfig, llm: LLMRouter, ctx: StageContext, encoder) -> MethodResult:
+    roles = {"extractor": EXTRACTOR, "generator": QA_GENERATOR, "judge": JUDGE}
+    return triplet_qa.run_document(doc, cfg.triplet_qa, llm, ctx.rng("triplet_qa", doc.doc_id), roles)
 
 
-def _table_seeds(p: dict, cfg: SeedQAConfig, ctx: StageContext) -> tuple[list[dict], list[dict]]:
-    header, body = parse_markdown_table(p["text"])
-    if len(header) < 2 or len(body) < cfg.min_table_rows:
-        return [], []
-    company, year = _company_period(p)
-    triplets, seeds = [], []
-    table_lines = [ln for ln in p["text"].splitlines() if ln.startswith("|")]
-    body_lines = table_lines[2:] if len(table_lines) >= 2 and set(table_lines[1].replace("|", "").split()) <= {"---"} else table_lines[1:]
-    for i, row in enumerate(body):
-        label = row[0].strip()
-        if not label or find_numbers(label) and len(label) < 6:
-            continue
-        row_line = body_lines[i] if i < len(body_lines) else None  # this row's own line, never a look-alike
-        for j, cell in enumerate(row[1:], start=1):
-            if j >= len(header) or not header[j] or not find_numbers(cell) or cell in ("-", "—"):
-                continue
-            tid = f"t-{stable_id(p['passage_id'], label, header[j], cell)}"
-            triplets.append({"triplet_id": tid, "passage_id": p["passage_id"], "head": label,
-                             "relation": header[j], "tail": cell, "origin": "table_rule"})
-            if row_line and cell in row_line:
-                triplets[-1]["_row_line"] = row_line
-    rng = ctx.rng("table", p["passage_id"])
-    picked = [t for t in triplets if "_row_line" in t]
-    rng.shuffle(picked)
-    seen_q = set()
-    for t in picked[: cfg.max_table_questions_per_passage]:
-        if p["lang"] == "ko":
-            q = f"{company}의 {p['doc_type']}에 따르면 {t['relation']} 기준 {t['head']}{particle(t['head'], '은/는')} 얼마인가요?"
-        else:
-            period = f" for fiscal {year}" if year else ""
-            q = f"According to {company}'s Form 10-K{period}, what was {t['head']} ({t['relation']})?"
-        if q in seen_q:
-            continue
-        seen_q.add(q)
-        clue = t["_row_line"]
-        clue_start = p["text"].find(clue)
-        seeds.append({
-            "seed_id": f"s-{stable_id('table', t['triplet_id'])}", "passage_id": p["passage_id"], "doc_id": p["doc_id"],
-            "source": p["source"], "institution": p["institution"], "lang": p["lang"], "split": p["split"],
-            "question": q, "answer": t["tail"],
-            "clue_text": clue, "clue_start": clue_start, "answer_start": clue_start + clue.find(t["tail"]),
-            "qa_kind": "table", "answerable": True, "method": "table_rule", "origin_id": t["triplet_id"],
-        })
-    for t in triplets:
-        t.pop("_row_line", None)
-    return seeds, triplets
+def _run_multi_llm_qa(doc: DocContext, cfg: SeedQAConfig, llm: LLMRouter, ctx: StageContext, encoder) -> MethodResult:
+    return multi_llm_qa.run_document(doc, cfg.multi_llm_qa, llm, ctx.rng("multi_llm_qa", doc.doc_id),
+                                     {"judge": JUDGE, "grouper": JUDGE}, encoder)
+
+
+SEED_METHODS: dict[str, Callable[..., MethodResult]] = {"triplet_qa": _run_triplet_qa,
+                                                        "multi_llm_qa": _run_multi_llm_qa}
+
+# Funnels of `seed_qa_stats`: (funnel, metrics in order). Each step keeps a subset of the one before.
+FUNNELS = {
+    "triplet_qa": [("pages", ["pages", "pages_extracted", "pages_used"]),
+                   ("triplets", ["triplets_extracted", "triplets_reflected", "triplets_kept"]),
+                   ("qa", ["qa_sampled", "qa_generated", "qa_clue_located", "qa_kept", "seeds"])],
+    "multi_llm_qa": [("chunks", ["chunks", "chunks_with_figures", "chunks_sampled"]),
+                     ("questions", ["questions_generated", "questions_after_grouping", "questions_after_cosine_filter",
+                                    "questions_with_2_factual", "questions_with_2_quality_ok", "questions_top2_agree",
+                                    "seeds"]),
+                     ("answers", ["answers_generated", "answers_factual", "answers_quality_ok"])],
+}
+
+
+def _stats_rows(source: str, method: str, res: MethodResult) -> list[dict]:
+    c = res.counts
+    rows, in_funnel = [], set()
+    for funnel, metrics in FUNNELS[method]:
+        for step, m in enumerate(metrics, start=1):
+            rows.append({"source": source, "method": method, "funnel": funnel, "step": step, "metric": m,
+                         "value": float(c[m])})
+            in_funnel.add(m)
+    extra = {k: float(v) for k, v in c.items() if k not in in_funnel}
+    extra["seeds_fact_verified"] = float(sum(s["fact_id"] is not None for s in res.seeds))
+    s = res.samples
+    if method == "multi_llm_qa":
+        sizes = s.get("cluster_sizes", [])
+        extra["compression_rate"] = 1 - c["questions_after_cosine_filter"] / c["questions_generated"] \
+            if c["questions_generated"] else 0.0
+        extra["cluster_size_mean"] = float(np.mean(sizes)) if sizes else 0.0
+        extra["cluster_size_max"] = float(max(sizes)) if sizes else 0.0
+        for size, name in ((1, "1"), (2, "2"), (3, "3")):
+            extra[f"clusters_of_size_{name}"] = float(sum(x == size for x in sizes))
+        extra["clusters_of_size_4_or_more"] = float(sum(x >= 4 for x in sizes))
+        for key in ("candidates", "final"):
+            vals = s.get(f"jaccard_{key}", [])
+            extra[f"jaccard_similarity_{key}"] = float(np.mean(vals)) if vals else 0.0
+            extra[f"lexical_diversity_{key}"] = 1 - extra[f"jaccard_similarity_{key}"] if vals else 0.0
+        for key in ("before", "after"):
+            extra[f"numeric_disagreement_{key}_validation"] = multi_llm_qa.disagreement_ratio(
+                s.get(f"numeric_disagreement_{key}", []))
+    rows += [{"source": source, "method": method, "funnel": None, "step": None, "metric": k, "value": v}
+             for k, v in sorted(extra.items())]
+    return rows
+
+
+def _dedup_encoder(cfg: SeedQAConfig, embeddings: pl.DataFrame | None):
+    """The embedder for question deduplication: the configured model, else the embed stage's."""
+    model = cfg.dedup_model or (embeddings["model"][0] if embeddings is not None and embeddings.height else None)
+    return embedder_for_model(model) if model else embedder_from_config(EmbedConfig())
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: SeedQAConfig = ctx.config
     passages = inputs["passages"]
+    configured = {g.role for g in cfg.multi_llm_qa.question_generators + cfg.multi_llm_qa.answer_generators}
+    if configured - set(SEED_ROLES):
+        raise ValueError(f"seed_qa generators name roles the stage does not declare: {sorted(configured - set(SEED_ROLES))}"
+                         f" (declared: {list(SEED_ROLES)})")
     seeds = _aihub_seeds(inputs["source_qas"], passages)
+    llm = LLMRouter(ctx.roles)
+    documents = inputs.get("documents", pl.DataFrame())
+    docs = document_contexts(documents, passages, inputs.get("facts"), set(cfg.methods))
+    encoder = _dedup_encoder(cfg, inputs.get("embeddings")) if any(
+        "multi_llm_qa" in cfg.methods.get(d.source, []) for d in docs) else None
+    per_method: dict[tuple[str, str], MethodResult] = {}
     triplets: list[dict] = []
-    filings = passages.filter((pl.col("source") != "aihub") & (pl.col("kind") == "table"))
-    for n, p in enumerate(filings.iter_rows(named=True)):
-        s, t = _table_seeds(p, cfg, ctx)
-        seeds += s
-        triplets += t
-        ctx.progress(n + 1, filings.height)
-    first = {}
+    for n, doc in enumerate(docs):
+        for method in cfg.methods.get(doc.source, []):
+            res = SEED_METHODS[method](doc, cfg, llm, ctx, encoder)
+            seeds += res.seeds
+            triplets += res.triplets
+            per_method.setdefault((doc.source, method), MethodResult()).merge(res)
+        ctx.progress(n + 1, len(docs))
+    # One seed per (document, question): generators may ask the same thing from two pages.
+    first: dict[str, dict] = {}
+    asked: set[tuple] = set()
+    dropped: Counter = Counter()
     for s in seeds:
-        first.setdefault(s["seed_id"], s)
-    seeds_df = rows_frame(list(first.values()), "seed_id")
+        key = (s["doc_id"], s["question"])
+        if s["seed_id"] in first or (s["method"] != "aihub_given" and key in asked):
+            dropped[(s["source"], s["method"])] += 1
+            continue
+        first[s["seed_id"]] = s
+        asked.add(key)
+    kept = list(first.values())
+    stats = []
+    for (source, method), res in sorted(per_method.items()):
+        res.seeds = [s for s in kept if s["source"] == source and s["method"] == method]
+        res.counts["seeds"] = len(res.seeds)
+        res.counts["seeds_dropped_as_repeated_question"] = dropped[(source, method)]
+        stats += _stats_rows(source, method, res)
     from finhallu.schemas.contracts import CONTRACTS
 
-    trip_df = (pl.DataFrame(triplets).unique("triplet_id", keep="first").sort("triplet_id") if triplets
-               else pl.DataFrame(schema=CONTRACTS["triplets"].schema))
-    return {"qa_seeds": seeds_df, "triplets": trip_df}
+    trip_df = (pl.DataFrame(triplets, infer_schema_length=None).unique("triplet_id", keep="first").sort("triplet_id")
+               if triplets else pl.DataFrame(schema=CONTRACTS["triplets"].schema))
+    return {
+        "qa_seeds": rows_frame(kept, "seed_id", schema_overrides={"triplet_ids": pl.List(pl.String)}),
+        "triplets": trip_df,
+        "seed_qa_stats": rows_frame(stats, ["source", "method", "metric"]),
+    }

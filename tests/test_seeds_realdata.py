@@ -1,0 +1,149 @@
+"""Generated QA seeds on the real fixtures: Apple's 10-K (FY2024) with Apple's XBRL instance (FY2023),
+Samsung's DART half-year report (2022 H1) with Samsung's DART XBRL (FY2021). Offline backends."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+import numpy as np
+import polars as pl
+import pytest
+
+from finhallu.config import ChunkConfig, IngestConfig, SeedQAConfig
+from finhallu.llm.router import LLMRouter
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.schemas.gate import run_gate
+from finhallu.schemas.rules import _funnel_non_increasing
+from finhallu.tasks import chunking, ingest, seed_qa
+from finhallu.tasks.base import StageContext
+from finhallu.tasks.seeds.common import document_contexts
+from finhallu.tasks.seeds.dedup import deduplicate
+from finhallu.tasks.seeds.multi_llm_qa import generate_questions
+from finhallu.tasks.seeds.values import parse_cell
+from finhallu.tasks.textnorm import find_numbers
+
+pytestmark = pytest.mark.realdata
+
+# VALUE-UNIT-PERIOD: "391.035bn-USD-FY-2024", "16.2%-FY-2022", "8m-USD-NA", "50-bps-NA"
+VUP = re.compile(r"^(?:-?\d+(?:\.\d+)?(?:m|bn|tn)?-(?:USD|KRW|count|shares|x|bps|NA)|-?\d+(?:\.\d+)?%p?|NA-\w+)-"
+                 r"(?:(?:FY|H1|Q1|Q3)-\d{4}|NA)$")
+
+
+@pytest.fixture(scope="module")
+def built(real_data):
+    sources = [
+        {"kind": "sec10k", "paths": [str(real_data / "sec10k/html/aapl-10-k-2024-11-01.html")]},
+        {"kind": "xbrl", "paths": [str(real_data / "sec10k/xbrl/aapl_10k_2023_aapl-20230930_htm.xml"),
+                                   str(real_data / "dart/xbrl")]},
+        {"kind": "dart", "paths": [str(real_data / "dart/document-xml")]},
+    ]
+    ing = ingest.run({}, StageContext(stage="ingest", config=IngestConfig(sources=sources), seed=1))
+    docs = CONTRACTS["documents"].conform(ing["documents"])
+    passages = chunking.run({"documents": docs}, StageContext(stage="chunk", config=ChunkConfig(), seed=1))["passages"]
+    inputs = {"documents": docs, "passages": passages, "source_qas": ing["source_qas"],
+              "facts": CONTRACTS["facts"].conform(ing["facts"])}
+    out = seed_qa.run(inputs, StageContext(stage="seed_qa", config=SeedQAConfig(), seed=20240917))
+    return inputs, {k: CONTRACTS[k].conform(v) for k, v in out.items()}
+
+
+def test_seeds_for_the_10k_and_the_dart_report(built):
+    _, out = built
+    seeds = out["qa_seeds"]
+    n = {(s, m): k for s, m, k in seeds.group_by("source", "method").len().iter_rows()}
+    assert n.get(("sec10k", "triplet_qa"), 0) >= 30 and n.get(("dart", "multi_llm_qa"), 0) >= 20, n
+    sec = seeds.filter(pl.col("source") == "sec10k")
+    assert sec["question"].str.contains("Apple Inc.").all() and sec["question"].str.contains(r"fiscal 20\d\d").all()
+    dart = seeds.filter(pl.col("source") == "dart")
+    assert dart["question"].str.contains("삼성전자").all() and dart["question"].str.contains(r"20\d\d년").all()
+
+
+def test_every_clue_is_its_passage_text_at_clue_start(built):
+    inputs, out = built
+    texts = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
+    seeds = out["qa_seeds"].filter(pl.col("method") != "aihub_given")
+    for s in seeds.iter_rows(named=True):
+        text = texts[s["passage_id"]]
+        assert text[s["clue_start"]:s["clue_start"] + len(s["clue_text"])] == s["clue_text"], s
+        assert text[s["answer_start"]:s["answer_start"] + len(s["answer"])] == s["answer"], s
+
+
+def _stated(answer: str) -> Decimal:
+    a = parse_cell(answer)
+    return abs(a.number) if a else abs(find_numbers(answer)[0].value)
+
+
+def test_numeric_answers_equal_the_xbrl_facts(built):
+    inputs, out = built
+    facts = {r["fact_id"]: r for r in inputs["facts"].iter_rows(named=True)}
+    verified = out["qa_seeds"].filter(pl.col("fact_id").is_not_null())
+    by_source = dict(verified.group_by("source").len().iter_rows())
+    assert by_source.get("sec10k", 0) >= 10 and by_source.get("dart", 0) >= 1, by_source
+    for s in verified.iter_rows(named=True):
+        fact = facts[s["fact_id"]]
+        value, truth = Decimal(repr(s["answer_value"])), Decimal(repr(fact["numeric_value"]))
+        if s["answer_unit"] in ("%", "%p"):
+            truth *= 100
+        # the answer states the fact's value, rounded to the precision the filing prints it with
+        stated = _stated(s["answer"])
+        scale = abs(value) / stated if stated else Decimal(1)
+        assert abs(abs(value) - abs(truth)) <= scale / 2 + Decimal("1e-6"), (s["question"], s["answer"], fact["value"])
+        assert fact["period_end"][:4] == s["period"][-4:], (s["question"], fact["period_end"])
+    # triplets carry the same guarantee, with well-formed VALUE-UNIT-PERIOD tails
+    trip = out["triplets"]
+    for t in trip.filter(pl.col("fact_id").is_not_null()).iter_rows(named=True):
+        truth = Decimal(repr(facts[t["fact_id"]]["numeric_value"])) * (100 if t["unit"] in ("%", "%p") else 1)
+        assert abs(abs(Decimal(repr(t["value"]))) - abs(truth)) <= abs(truth) * Decimal("0.0005") + 1, t
+    values = trip.filter(pl.col("tail_type") == "VALUE")
+    assert values.height > 100 and values["tail"].map_elements(lambda x: bool(VUP.match(x)), return_dtype=pl.Boolean).all()
+
+
+def test_dedup_removes_planted_duplicates_from_real_questions(built):
+    inputs, _ = built
+    doc = next(d for d in document_contexts(inputs["documents"], inputs["passages"], inputs["facts"], {"dart"}))
+    i = next(k for k, p in enumerate(doc.passages) if "요약재무정보" in (p["section_path"] or "") and p["kind"] == "table"
+             and "자산총계" in p["text"])
+    real = generate_questions(chunk=doc.passages[i]["text"], **doc.op_inputs(i), style="formal", n=6,
+                              rng_seed=3).questions
+    originals = [q.question for q in real]
+    assert len(set(originals)) == len(originals) >= 4
+    planted = [originals[0], originals[1].replace(" ", "  ", 1).replace("  ", ""),  # exact copy, spacing variant
+               generate_questions(chunk=doc.passages[i]["text"], **doc.op_inputs(i), style="colloquial", n=6,
+                                  rng_seed=3).questions[0].question]  # the same figure asked in another style
+    questions = originals + planted
+    from finhallu.tasks.embedders import embedder_from_config
+    from finhallu.config import EmbedConfig
+
+    vectors = embedder_from_config(EmbedConfig()).encode(questions)
+    res = deduplicate(questions, np.asarray(vectors), [(k,) for k in range(len(questions))], LLMRouter({}),
+                      "qa_judge", doc.company, doc.lang, 0.5, 0.95)
+    kept = [questions[k] for k in res.kept]
+    assert sorted(kept) == sorted(originals), (kept, planted)  # every plant removed, no original lost
+    assert res.compression_rate == pytest.approx(len(planted) / len(questions))
+
+
+def test_stepwise_counts_are_consistent(built):
+    _, out = built
+    stats = out["seed_qa_stats"]
+    assert _funnel_non_increasing(stats, {})["ok"].all()
+    v = {(r["source"], r["method"], r["metric"]): r["value"] for r in stats.iter_rows(named=True)}
+    for source, method, n in out["qa_seeds"].filter(pl.col("method") != "aihub_given").group_by(
+            "source", "method").len().iter_rows():
+        assert v[(source, method, "seeds")] == n
+    d = ("dart", "multi_llm_qa")
+    gen = v[(*d, "questions_generated")]
+    assert gen == v[(*d, "questions_generated_by_qa_generator_a")] + v[(*d, "questions_generated_by_qa_generator_b")]
+    assert v[(*d, "compression_rate")] == pytest.approx(1 - v[(*d, "questions_after_cosine_filter")] / gen)
+    assert v[(*d, "answers_generated")] == 3 * v[(*d, "questions_after_cosine_filter")]
+    assert v[(*d, "numeric_disagreement_after_validation")] == 0.0 <= v[(*d, "numeric_disagreement_before_validation")]
+    assert 0 < v[(*d, "lexical_diversity_final")] < 1
+    s = ("sec10k", "triplet_qa")
+    assert v[(*s, "triplets_fact_verified")] > 0 and v[(*s, "pages_used")] <= v[(*s, "pages_extracted")]
+
+
+def test_outputs_pass_their_gates(built):
+    inputs, out = built
+    nb = {**inputs, **out}
+    for table, df in out.items():
+        failed = [r for r in run_gate(table, df, nb).rows if r["outcome"] != "passed"]
+        assert not failed, (table, failed[:3])
