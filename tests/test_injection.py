@@ -193,9 +193,14 @@ def test_english_turn_swaps_and_changes_numbers_case_preserving():
 HISTORY = [{"query": "예금자보호 한도는 얼마인가요?", "response": "예금자보호 한도는 1인당 1억 원입니다."}]
 
 
-def test_inconsistency_only_on_reconfirm_turns_and_contradicts_the_history():
+def test_inconsistency_needs_a_prior_statement_and_contradicts_the_history():
     response = "네, 앞서 말씀드린 대로 예금자보호 한도는 1인당 1억 원입니다."
-    assert run("contradictory", make_view(response, history=HISTORY), "inconsistency") is None
+    assert run("contradictory", make_view(response), "inconsistency") is None  # nothing said before
+    unrelated = [{"query": "보험금 청구권은 언제 소멸하나요?", "response": "보험금 청구권은 3년간 행사하지 않으면 소멸합니다."}]
+    assert run("contradictory", make_view(response, history=unrelated), "inconsistency") is None  # nothing restated
+    # a plain question turn that restates an earlier statement qualifies, like a reconfirm turn
+    plain = run("contradictory", make_view(response, history=HISTORY), "inconsistency", 1)
+    assert plain is not None and judge(make_view(response, history=HISTORY), plain, "contradictory")
     view = make_view(response, kind="reconfirm", history=HISTORY)
     said = number_keys(view.history_text)
     for seed in range(20):
@@ -222,17 +227,23 @@ TWO_SENTENCES = "예금자보호 한도는 1인당 1억 원입니다. 외화예�
 
 
 @pytest.mark.parametrize("subtype", ["fabricated_detail", "subjective_opinion"])
-def test_unverifiable_replaces_the_supporting_sentence(subtype):
+def test_unverifiable_replaces_or_precedes_the_supporting_sentence(subtype):
+    shapes = set()
     for seed in range(12):
         view = make_view(TWO_SENTENCES)
         out = run("unverifiable", view, subtype, seed)
         assert out is not None and out.subtype == subtype
         sents = split_sentences(out.response)
-        assert len(sents) == 2 and sents[0] == "예금자보호 한도는 1인당 1억 원입니다."
-        assert sents[1] not in TWO_SENTENCES and not contains_normalized(DEPOSIT, sents[1])
+        assert sents[0] == "예금자보호 한도는 1인당 1억 원입니다."
+        # replaced: [answer, new]; inserted: [answer, new, supporting sentence] (lengths balance out)
+        assert len(sents) == 2 or (len(sents) == 3 and sents[2] == "외화예금도 보호 대상에 포함됩니다.")
+        added = sents[1]
+        assert added not in TWO_SENTENCES and not contains_normalized(DEPOSIT, added)
         if subtype == "fabricated_detail":
-            assert number_keys(sents[1]) and not number_keys(sents[1]) & number_keys(DEPOSIT)
+            assert number_keys(added) and not number_keys(added) & number_keys(DEPOSIT)
         assert judge(view, out, "unverifiable")
+        shapes.add(len(sents))
+    assert shapes == {2, 3}
 
 
 @pytest.mark.parametrize("subtype", ["fabricated_detail", "subjective_opinion"])
@@ -300,19 +311,26 @@ def test_question_misunderstanding_answers_a_sibling_question():
     assert run("irrelevance", only_bad, "question_misunderstanding") is None
 
 
-def test_off_topic_drift_takes_content_from_another_document():
+def test_off_topic_drift_takes_content_from_another_document_or_adjacent_information():
     others = [{"passage_id": "p7", "text": INSURANCE, "doc_id": "doc-2"},
               {"passage_id": "p8", "text": "같은 문서에 실린 예금자보호 제도의 다른 설명 문단입니다.", "doc_id": "doc-1"}]
     view = make_view("안내에 따르면 예금자보호 한도는 1인당 1억 원입니다.", other_context=others, evidence=[DEPOSIT, INSURANCE])
-    for seed in range(10):
+    seen = set()
+    for seed in range(16):
         out = run("irrelevance", view, "off_topic_drift", seed)
-        assert out.subtype == "off_topic_drift" and "p7" in out.edit
+        assert out.subtype == "off_topic_drift"
         assert out.response.startswith("안내에 따르면 ")  # discourse opener kept
-        assert out.response[len("안내에 따르면 "):] in split_sentences(INSURANCE)
+        drift = out.response[len("안내에 따르면 "):]
+        if out.strategy == "other_document":
+            assert "p7" in out.edit and drift in split_sentences(INSURANCE)
+        else:  # the hard variant: adjacent information of the same document (p8, or the gold passage)
+            assert out.strategy == "same_document" and ("p8" in out.edit or drift in split_sentences(DEPOSIT))
         assert not contains_normalized(out.response, "1억 원")
         assert judge(view, out, "irrelevance")
-    same_doc_only = make_view("예금자보호 한도는 1인당 1억 원입니다.", other_context=others[1:])
-    assert run("irrelevance", same_doc_only, "off_topic_drift") is None
+        seen.add(out.strategy)
+    assert seen == {"other_document", "same_document"}
+    nothing = make_view("예금자보호 한도는 1인당 1억 원입니다.", gold=DEPOSIT_CLUE, other_context=[])
+    assert run("irrelevance", nothing, "off_topic_drift") is None
 
 
 def test_irrelevance_skips_reconfirm_and_unanswerable_turns():
@@ -452,3 +470,158 @@ def test_naturalness_accepts_nouns_ending_in_i_before_ga():
     orig = "은행권과 비은행권의 금리 차이가 1%p입니다."
     assert naturalness(orig, "은행권과 비은행권의 금리 차이가 2%p입니다.", "contradictory") == (3, [])
     assert naturalness(orig, "가입자의 나이가 만 19세 이상이어야 합니다.", "irrelevance") == (3, [])
+
+
+# ---- entity perturbation (Contradictory / entity_error) -----------------------------------------
+from finhallu.tasks.inject import entities  # noqa: E402
+from finhallu.tasks.inject.verify import edit_distance  # noqa: E402
+
+CORPUS = [JEONSE, DEPOSIT, INSURANCE,
+          "주택도시보증공사와 한국주택금융공사는 전세보증을 제공합니다. 서민금융진흥원은 햇살론을 운영합니다.",
+          "주택담보대출과 신용대출의 금리는 기준금리와 가산금리로 정해집니다. 정기예금과 정기적금은 예금자보호 대상입니다.",
+          "신용카드와 체크카드의 부가서비스는 다릅니다."]
+INV = entities.EntityInventory.build(CORPUS, "ko")
+HUG = "전세 계약이 끝났는데도 집주인이 보증금을 돌려주지 않으면 주택도시보증공사가 대신 지급합니다."
+
+
+def test_inventory_types_organisations_products_and_terms():
+    types = dict(zip(INV.names, INV.types))
+    assert types["주택도시보증공사"] == types["한국주택금융공사"] == types["예금보험공사"] == "organisation"
+    assert types["주택담보대출"] == types["신용대출"] == types["정기예금"] == "product"
+    assert types["기준금리"] == types["가산금리"] == "term"
+    assert "보증금" not in types or types["보증금"] == "term"
+    assert entities.entity_type("공사", "ko") is None  # a bare head noun is no entity
+
+
+@pytest.mark.parametrize("strategy", ["embedding", "instructed"])
+@pytest.mark.parametrize("selection", ["uniform", "theme", "position"])
+def test_entity_error_swaps_one_entity_for_another_of_its_type(strategy, selection):
+    view = make_view(HUG, gold=JEONSE + " 주택도시보증공사는 보증이행을 심사합니다.", clue=HUG, answer="주택도시보증공사",
+                     entities=INV, query="보증금을 못 받으면 누가 대신 지급하나요?")
+    seen = set()
+    for seed in range(8):
+        out = entities.perturb(view, random.Random(seed), strategy, selection, sigma=0.5)
+        assert out is not None and out.subtype == "entity_error" and out.strategy.startswith(f"{strategy}/")
+        old, new = out.edit.split(" -> ")
+        assert old == "주택도시보증공사" and INV.types[INV.index[new]] == "organisation" and new != old
+        assert out.response == HUG.replace(old + "가", new + ("이" if has_batchim(new) else "가"))  # particle re-picked
+        assert edit_distance(HUG, out.response)[1] == 1  # one word changed
+        assert judge(view, out, "contradictory"), out
+        seen.add(new)
+
+
+def test_entity_error_fixes_the_particle_and_needs_an_entity():
+    view = make_view("신용대출은 만기 전에 갚을 수 있습니다.", gold=CORPUS[4], entities=INV)
+    made = set()
+    for seed in range(24):
+        out = entities.perturb(view, random.Random(seed), ("instructed", "embedding")[seed % 2], "uniform", sigma=1.0)
+        new = out.edit.split(" -> ")[1]
+        assert out.response == new + ("은" if has_batchim(new) else "는") + " 만기 전에 갚을 수 있습니다."
+        made.add(has_batchim(new))
+    assert made == {True, False}  # both particles exercised (주택담보대출은, 신용카드는)
+    assert entities.perturb(make_view("한도는 1억 원입니다.", entities=INV), random.Random(0)) is None
+    assert entities.perturb(make_view(HUG), random.Random(0)) is None  # no inventory
+
+
+def has_batchim(word: str) -> bool:
+    from finhallu.tasks.textnorm import has_final_consonant
+    return has_final_consonant(word)
+
+
+def test_position_selection_follows_head_body_tail():
+    text = "신용대출 금리는 기준금리에 가산금리를 더해 정하며 주택담보대출은 별도의 한도가 적용되고 정기예금 금리와 비교합니다."
+    view = make_view(text, gold=text, entities=INV)
+    found = INV.in_response(text)
+    segments = set()
+    for seed in range(40):
+        (name, start, end), how = entities.select_mention(view, found, "position", random.Random(seed))
+        seg = how.split(":")[1].split("~")[0]
+        rel = (start + end) / 2 / len(text)
+        if "~" not in how:
+            lo, hi = {"head": (0, .25), "body": (.25, .75), "tail": (.75, 1.01)}[seg]
+            assert lo <= rel < hi, (name, how)
+        segments.add(seg)
+    assert segments == {"head", "body", "tail"}
+    (name, _, _), how = entities.select_mention(make_view(text, entities=INV, query="주택담보대출 한도는?"), found, "theme",
+                                                random.Random(0))
+    assert how == "theme" and name == "주택담보대출"
+
+
+def test_verify_label_rejects_entity_swaps_that_are_not_one_swap_or_are_supported():
+    v = make_view(HUG, gold=JEONSE)
+    ok = HUG.replace("주택도시보증공사가", "한국주택금융공사가")
+    assert fake(HUG, ok, "contradictory", "entity_error", v)
+    assert not fake(HUG, HUG.replace("주택도시보증공사가", "주택도시보증공사가 3일 안에"), "contradictory", "entity_error", v)
+    assert not fake(HUG, ok.replace("대신 지급합니다", "지급을 거절합니다"), "contradictory", "entity_error", v)
+    assert not fake(HUG, ok, "contradictory", "entity_error", v, evidence=[ok])  # the evidence states it
+
+
+# ---- operations, edit size, judge ---------------------------------------------------------------
+def test_injection_operations_run_the_rules_injectors_through_the_router():
+    from finhallu.llm.router import LLMRouter
+    from finhallu.tasks.inject.ops import to_out
+
+    router = LLMRouter({})
+    for htype, subtype, build in CASES:
+        view = build()
+        direct = to_out(run(htype, view, subtype, 5))
+        routed = router.call("injector_a", f"inject_{htype}", view=view.payload(), subtype=subtype, lang="ko", rng_seed=5)
+        assert routed == direct
+        assert TurnView.from_payload(view.payload()).payload() == view.payload()
+
+
+def test_edit_distance_counts_characters_and_words():
+    assert edit_distance("한도는 1억 원입니다.", "한도는 3억 원입니다.") == (1, 1)
+    assert edit_distance("abc def", "abc xyz def") == (4, 1)
+    assert edit_distance("", "abc") == (3, 1)
+    long_a, long_b = "가" * 300 + "나", "가" * 300 + "다"
+    assert edit_distance(long_a, long_b) == (1, 1)
+
+
+def test_injection_judge_rates_appropriateness_and_naturalness():
+    from finhallu.tasks.judge import judge_injection
+    orig = "예금자보호 한도는 1인당 1억 원입니다."
+    turn = {"answerable": True, "clue_text": DEPOSIT_CLUE, "answer": "1억 원"}
+    ok = judge_injection("contradictory", "number_error", orig, orig.replace("1억", "3억"), [DEPOSIT], "", turn, "ko")
+    assert (ok.appropriateness, ok.naturalness) == (3, 3)
+    wrong = judge_injection("contradictory", "number_error", orig, orig.replace("1억", "5천만"), [DEPOSIT], "", turn, "ko")
+    assert wrong.appropriateness == 1 and any("label not verified" in r for r in wrong.reasons)
+    big = judge_injection("contradictory", "number_error", orig, "보험금 청구권의 예금자보호 한도는 가구당 무려 3억 원 정도로 알려져 있습니다.",
+                          [DEPOSIT], "", turn, "ko", max_edit_words=4)
+    assert big.appropriateness == 2 and any("not minimal" in r for r in big.reasons)
+    clumsy = judge_injection("contradictory", "number_error", orig, "예금자보호 한도는은  1인당 3억 원", [DEPOSIT], "", turn, "ko")
+    assert clumsy.appropriateness == 3 and clumsy.naturalness == 1
+
+
+def test_false_acceptance_context_holds_no_gold_passage_and_no_clue():
+    view = make_view("예금자보호 한도는 1인당 1억 원입니다.", hard_negatives=list(NEGATIVES))
+    out = run("false_acceptance", view)
+    shown = [NEGATIVES[c["passage_id"]] for c in out.context]
+    assert all(c["role"] == "hard_negative" for c in out.context) and "p1" not in {c["passage_id"] for c in out.context}
+    assert not any(contains_normalized(t, DEPOSIT_CLUE) for t in shown) and DEPOSIT not in shown
+    fr = run("false_refusal", view)
+    assert fr.context is None  # P_n kept: the stage publishes the turn's own context
+
+
+@pytest.mark.parametrize("response,clue,answer", [
+    # a year is no condition, and a yes/no answer has no value to swap
+    ("아니요, 3년이 지나면 수수료가 없습니다. 2025년 1월 13일부터 기준이 바뀌었습니다.",
+     "대출을 받은 지 3년이 지난 뒤 상환하면 수수료가 없고, 2025년 1월 13일부터 기준이 바뀌었습니다.", "아니오"),
+    # a threshold and an amount are not values of parallel conditions
+    ("서울은 보증금 1억 6,500만 원 이하 임차인이 5,500만 원까지 우선변제를 받습니다.",
+     "서울의 경우 보증금 1억 6,500만 원 이하 임차인은 5,500만 원까지 우선해 변제받을 수 있습니다.", "1억 6,500만 원"),
+    # far apart across clauses: another quantity, not another condition's value
+    ("연체하면 최대 연 3%포인트를 더합니다.", "연체하면 약정 금리에 최대 연 3%포인트를 더한 연체이자율이 적용되며, 이 경우에도 연체이자율은 "
+     "법정최고금리 연 20%를 넘을 수 없습니다.", "3%포인트"),
+])
+def test_condition_not_satisfied_needs_parallel_values_of_the_answer(response, clue, answer):
+    view = make_view(response, answer=answer, clue=clue, gold=clue)
+    assert run("irrelevance", view, "condition_not_satisfied") is None
+
+
+def test_condition_not_satisfied_swaps_table_cells():
+    clue = "3억 원 이하 | 0.40% | 0.15%"
+    view = make_view("체크카드 기준 연 매출액 3억 원 이하는 0.15%입니다.", answer="0.15%", clue=clue, gold=clue)
+    out = run("irrelevance", view, "condition_not_satisfied")
+    assert out.response == "체크카드 기준 연 매출액 3억 원 이하는 0.40%입니다."
+    assert judge(view, out, "irrelevance")

@@ -8,12 +8,12 @@ plus the validity measures of DESIGN (fingerprints, leakage, retrieval recall).
 
 from __future__ import annotations
 
-
 import numpy as np
 import polars as pl
 
 from finhallu.config import AssembleConfig
-from finhallu.taxonomy import labels_for
+from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, labels_for
+from finhallu.tasks import sentences
 from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
 
 
@@ -87,34 +87,91 @@ def fingerprint_scores(samples: pl.DataFrame, folds: int, seed: int) -> dict[str
             "fingerprint_length_accuracy": correct / len(y)}
 
 
+_PUNCT_TAGS = ("SF", "SP", "SS", "SE", "SO", "SW")
+
+
+def morpheme_counts(texts: list[str]) -> list[int]:
+    """Kiwi morphemes per text, punctuation excluded (Table 2 counts Korean length in morphemes)."""
+    with sentences._lock:  # the shared Kiwi instance (sentences.py) is not documented as thread-safe
+        analysed = list(sentences._kiwi().tokenize(texts))
+    return [sum(1 for t in toks if not t.tag.startswith(_PUNCT_TAGS)) for toks in analysed]
+
+
+def _table2(s: pl.DataFrame, dialogues: pl.DataFrame, add) -> None:
+    """The paper's Table 2 for one split: dialogues, unique passages, turns, lengths, % unanswerable."""
+    split = s["split"][0] if s["split"].n_unique() == 1 else "all"
+    add(split, "dialogues", "all", s["dialogue_id"].n_unique())
+    shown = s.select(pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("p")).explode("p")
+    add(split, "unique_passages", "all", shown["p"].n_unique())
+    add(split, "turns_min", "all", s["turn_index"].min())
+    add(split, "turns_max", "all", s["turn_index"].max())
+    add(split, "turns_mean", "all", s["turn_index"].mean())
+    base = dialogues.filter(pl.col("dialogue_id").is_in(s["dialogue_id"].unique().to_list()))
+    add(split, "dialogue_turns_min", "all", base["n_turns"].min())
+    add(split, "dialogue_turns_max", "all", base["n_turns"].max())
+    add(split, "dialogue_turns_mean", "all", base["n_turns"].mean())
+    add(split, "mean_query_words", "all", s["query"].str.split(" ").list.len().mean())
+    add(split, "mean_response_words", "all", s["response"].str.split(" ").list.len().mean())
+    ko = s.filter(pl.col("lang") == "ko")
+    if ko.height:  # Korean lengths in morphemes (Kiwi), as the paper reports them
+        add(split, "mean_query_morphemes", "ko", float(np.mean(morpheme_counts(ko["query"].to_list()))))
+        add(split, "mean_response_morphemes", "ko", float(np.mean(morpheme_counts(ko["response"].to_list()))))
+    add(split, "pct_unanswerable", "all", 100.0 * (~s["answerable"]).mean())
+    add(split, "mean_turn_index", "all", s["turn_index"].mean())
+    add(split, "mean_history_turns", "all", s["history"].list.len().mean() / 2)
+    add(split, "mean_response_chars", "all", s["response"].str.len_chars().mean())
+    add(split, "mean_query_chars", "all", s["query"].str.len_chars().mean())
+
+
 def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, seed: int) -> pl.DataFrame:
     rows: list[dict] = []
 
     def add(split, metric, slice_, value):
         rows.append({"split": split, "metric": metric, "slice": slice_, "value": float(value)})
 
+    injections = inputs["injections"]
+    kept = injections.filter(pl.col("injection_id").is_in(samples["pair_id"].unique().to_list()))
     for split in ["all"] + sorted(samples["split"].unique().to_list()):
         s = samples if split == "all" else samples.filter(pl.col("split") == split)
         add(split, "samples", "all", s.height)
         add(split, "pairs", "all", s["pair_id"].n_unique())
-        add(split, "dialogues", "all", s["dialogue_id"].n_unique())
+        _table2(s if split != "all" else s.with_columns(split=pl.lit("all")), inputs["dialogues"], add)
         for col in ("label_4class", "hallu_type", "hallu_subtype", "source", "lang", "injector", "institution"):
             for key, n in s.group_by(col).len().sort(col).iter_rows():
                 if key is not None:
                     add(split, f"samples_by_{col}", key, n)
-        add(split, "mean_turn_index", "all", s["turn_index"].mean())
-        add(split, "mean_history_turns", "all", s["history"].list.len().mean() / 2)
-        add(split, "mean_response_chars", "all", s["response"].str.len_chars().mean())
-        add(split, "mean_query_chars", "all", s["query"].str.len_chars().mean())
+        k = kept if split == "all" else kept.filter(pl.col("split") == split)
+        for key, n in k.group_by("strategy").len().sort("strategy").iter_rows():
+            add(split, "pairs_by_strategy", key, n)
+    # Edit size of the minimal-edit subtypes (kept injections): small by construction.
+    for sub in MINIMAL_EDIT_SUBTYPES:
+        k = kept.filter(pl.col("hallu_subtype") == sub)
+        if k.height:
+            add("all", "mean_edit_words", sub, k["edit_words"].mean())
+            add("all", "max_edit_words", sub, k["edit_words"].max())
+            add("all", "mean_edit_chars", sub, k["edit_chars"].mean())
     d = inputs["dialogues"]
     qc = inputs["dialogue_qc"]
     add("all", "dialogues_generated", "all", d.height)
     add("all", "dialogue_retention", "all", qc["passed"].mean() if qc.height else 0.0)
+    for split in sorted(d["split"].unique().to_list()):
+        ids = d.filter(pl.col("split") == split)["dialogue_id"].to_list()
+        q = qc.filter(pl.col("dialogue_id").is_in(ids))
+        add(split, "dialogue_retention", "all", q["passed"].mean() if q.height else 0.0)
+    for crit in ("answerability", "plausibility", "correctness", "diversity", "coherency"):
+        if qc.height:
+            add("all", "dialogue_qc_mean", crit, qc[crit].mean())
+            add("all", "dialogue_qc_dropped_by", crit,
+                qc.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height)
     add("all", "mean_turns_per_dialogue", "all", d["n_turns"].mean())
     add("all", "dialogues_with_reconfirm", "all", d["has_reconfirm"].sum())
     iq = inputs["injection_qc"]
-    add("all", "injections_generated", "all", inputs["injections"].height)
+    add("all", "injections_generated", "all", injections.height)
     add("all", "injection_retention", "all", iq["passed"].mean() if iq.height else 0.0)
+    for crit in ("appropriateness", "naturalness"):
+        if iq.height:
+            add("all", "injection_qc_dropped_by", crit,
+                iq.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height)
     # Leakage: documents, passages and institutions shared between splits (must be 0).
     shown = samples.select("split", pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("p")).explode("p")
     add("all", "leakage_passages_in_two_splits", "all", shown.group_by("p").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height)

@@ -1,12 +1,14 @@
-"""dialogues: seeds + retrievals -> faithful multi-turn `dialogues` and `turns` (K-FinHallu §4.1).
+"""dialogues: seeds + retrievals -> faithful multi-turn `dialogues` and `turns` (K-FinHallu §4.2).
 
-Per document: a seed question; the user side picks each next question among unused seeds of
-the same document or of the passages retrieved for the current question (the most related
-one, so the flow stays coherent); past turn 4 a reconfirm turn may ask the assistant to
-verify an earlier statement; every standalone question is rewritten into a
-context-dependent utterance (the standalone form stays the retrieval key). The assistant
-answers from the gold passage and clue only; unanswerable questions get a refusal over a
-context made entirely of hard negatives. Retrieval is fresh per turn (top-K, K=10).
+Per document: a seed question sampled from its QAs; the user LLM picks each next question among
+unused QAs of the same document or of the top-K passages retrieved for the current question
+(`choose_next_question`), and when none keeps the flow coherent it writes a new question from
+the current passage (`write_question`); past turn 4 a reconfirm turn may ask the assistant to
+verify an earlier statement; every standalone question is rewritten into a context-dependent
+utterance (`rewrite_query`; the standalone form stays the retrieval key). The assistant LLM
+answers from the gold passage and clue only (`answer_turn`); unanswerable questions get a
+refusal (`refuse_turn`) over a context made entirely of hard negatives. Retrieval is fresh per
+turn (top-K, K as the retrieve stage used it). Everything is seeded per document and dialogue.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from finhallu.config import DialogueConfig
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks import responses  # noqa: F401  (registers the dialogue operations)
 from finhallu.tasks.base import Frames, StageContext, rows_frame
-from finhallu.tasks.textnorm import jaccard
 
 USER, ASSISTANT = "user_llm", "assistant_llm"
 _KO_RECONFIRM_YES = ["네, 맞습니다. ", "맞습니다. ", "네, 다시 확인해 보니 맞습니다. "]
@@ -62,19 +63,74 @@ class _Context:
         return out
 
 
+def _item(seed: dict, origin: str = "seed", **over) -> dict:
+    """One planned question: the seed it stands on and what it asks (a generated question keeps
+    its seed's passage, context and hard negatives but asks its own question)."""
+    return {"seed_id": seed["seed_id"], "question": seed["question"], "answer": seed["answer"],
+            "clue": seed["clue_text"], "qa_kind": seed["qa_kind"], "answerable": bool(seed["answerable"]),
+            "passage_id": seed["passage_id"], "origin": origin, "reconfirms": None, **over}
+
+
+def _plan(doc: dict, k: int, pool: list[str], seed_rows: dict, by_doc: dict, by_passage: dict, contexts: _Context,
+          passages: dict, cfg: DialogueConfig, llm: LLMRouter, ctx: StageContext) -> list[dict]:
+    rng = ctx.rng("dialogue", doc["doc_id"], k)
+    target = rng.randint(cfg.min_turns, cfg.max_turns)
+    items = [_item(seed_rows[rng.choice(pool)])]
+    used_unanswerable = False
+    while len(items) < target:
+        cur = items[-1]
+        chosen = {i["seed_id"] for i in items if i["origin"] == "seed"}
+        cands = [s for s in by_doc.get(doc["doc_id"], []) + contexts.related_seeds(cur["seed_id"], by_passage)
+                 if s not in chosen and seed_rows[s]["split"] == doc["split"]]
+        cands = [s for s in dict.fromkeys(cands) if seed_rows[s]["answerable"] or not used_unanswerable]
+        # Sources often ship paraphrases of one question: never ask for the same evidence twice.
+        asked = {(i["passage_id"], i["answer"]) for i in items}
+        cands = [c for c in cands if (seed_rows[c]["passage_id"], seed_rows[c]["answer"]) not in asked]
+        nseed = _seed_int(ctx.seed, doc["doc_id"], k, len(items))
+        choice = llm.call(USER, "choose_next_question", current_question=cur["question"],
+                          history=[i["question"] for i in items],
+                          candidates=[{"question": seed_rows[c]["question"],
+                                       "same_document": seed_rows[c]["doc_id"] == doc["doc_id"]} for c in cands],
+                          lang=doc["lang"], rng_seed=nseed)
+        choice = -1 if choice is None else choice.index  # a failed call (recorded in llm_calls): nothing fits
+        if 0 <= choice < len(cands):
+            nxt = seed_rows[cands[choice]]
+            used_unanswerable |= not nxt["answerable"]
+            items.append(_item(nxt))
+            continue
+        # No candidate fits: the user writes a new question from the current passage.
+        base = seed_rows[cur["seed_id"]]
+        if not cfg.write_new_questions or not base["answerable"]:
+            break
+        same_passage = [i for i in items if i["passage_id"] == base["passage_id"]]
+        new = llm.call(USER, "write_question", passage=passages[base["passage_id"]],
+                       asked=[x for i in same_passage for x in (i["clue"] or "", i["question"])],
+                       lang=doc["lang"], rng_seed=nseed)
+        if new is None or not new.question:
+            break  # nothing left to ask (or the call failed): the dialogue ends here
+        items.append(_item(base, "generated", question=new.question, answer=new.answer, clue=new.clue, qa_kind="span"))
+    # Reconfirm turn past turn 4, at a random position, about an earlier answerable turn.
+    if 4 <= len(items) < cfg.max_turns and rng.random() < cfg.reconfirm_probability:
+        pos = rng.randint(4, len(items))  # inserted as turn pos+1 >= 5
+        earlier = [i for i in range(pos) if items[i]["answerable"]]
+        if earlier:
+            j = rng.choice(earlier)
+            items.insert(pos, {**items[j], "reconfirms": j + 1})
+    return items
+
+
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: DialogueConfig = ctx.config
     llm = LLMRouter(ctx.roles)
     seeds = inputs["qa_seeds"]
-    passages = {r["passage_id"]: r for r in inputs["passages"].select("passage_id", "text").iter_rows(named=True)}
+    passages = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
     top_k = int(inputs["retrievals"]["rank"].max() or 10)  # K as the retrieve stage used it
     contexts = _Context(inputs["retrievals"], inputs["hard_negatives"], top_k=top_k)
-    min_negs = cfg.min_hard_negatives
     seed_rows = {s["seed_id"]: s for s in seeds.iter_rows(named=True)}
     by_doc: dict[str, list[str]] = {}
     by_passage: dict[str, list[str]] = {}
     for s in seeds.sort("seed_id").iter_rows(named=True):
-        usable = s["answerable"] or len(contexts.neg.get(s["seed_id"], [])) >= min_negs
+        usable = s["answerable"] or len(contexts.neg.get(s["seed_id"], [])) >= cfg.min_hard_negatives
         if usable:
             by_doc.setdefault(s["doc_id"], []).append(s["seed_id"])
             by_passage.setdefault(s["passage_id"], []).append(s["seed_id"])
@@ -84,86 +140,70 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     for n_doc, doc in enumerate(docs.iter_rows(named=True)):
         pool = [sid for sid in by_doc.get(doc["doc_id"], []) if seed_rows[sid]["answerable"]]
         per_doc = cfg.dialogues_per_document if doc["source"] == "aihub" else cfg.dialogues_per_filing
-        for k in range(per_doc):
-            rng = ctx.rng("dialogue", doc["doc_id"], k)
-            if not pool:
-                break
-            target = rng.randint(cfg.min_turns, cfg.max_turns)
-            chosen = [rng.choice(pool)]
-            used_unanswerable = False
-            while len(chosen) < target:
-                cur = seed_rows[chosen[-1]]
-                cands = [s for s in by_doc.get(doc["doc_id"], []) + contexts.related_seeds(cur["seed_id"], by_passage)
-                         if s not in chosen and seed_rows[s]["split"] == doc["split"]]
-                cands = [s for s in dict.fromkeys(cands) if seed_rows[s]["answerable"] or not used_unanswerable]
-                # Sources often ship paraphrases of one question: never ask for the same evidence twice.
-                asked = {(seed_rows[c]["passage_id"], seed_rows[c]["answer"]) for c in chosen}
-                cands = [c for c in cands if (seed_rows[c]["passage_id"], seed_rows[c]["answer"]) not in asked]
-                if not cands:
-                    break  # no candidate fits: the dialogue ends here
-                # choose_next_question (rules): most related candidates first, then a seeded pick among the top 3
-                cands.sort(key=lambda s: (-(seed_rows[s]["doc_id"] == doc["doc_id"]),
-                                          -jaccard(seed_rows[s]["question"], cur["question"]), s))
-                nxt = rng.choice(cands[:3])
-                used_unanswerable |= not seed_rows[nxt]["answerable"]
-                chosen.append(nxt)
-            # Reconfirm turn past turn 4, at a random position, about an earlier answerable turn.
-            plan: list[tuple[str, int | None]] = [(s, None) for s in chosen]
-            if len(plan) >= 4 and len(plan) < cfg.max_turns and rng.random() < cfg.reconfirm_probability:
-                pos = rng.randint(4, len(plan))  # insert as turn pos+1 >= 5
-                earlier = [i for i in range(pos) if seed_rows[plan[i][0]]["answerable"]]
-                if earlier:
-                    j = rng.choice(earlier)
-                    plan.insert(pos, (plan[j][0], j + 1))
-            if len(plan) < cfg.min_turns:
+        for k in range(per_doc if pool else 0):
+            items = _plan(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
+            if len(items) < cfg.min_turns:
                 continue
             did = "dlg-" + hashlib.sha256(f"{doc['doc_id']}|{k}".encode()).hexdigest()[:12]
-            prev_q = None
-            said: dict[int, dict] = {}
-            for t, (sid, reconf) in enumerate(plan, start=1):
-                s = seed_rows[sid]
-                tseed = _seed_int(ctx.seed, did, t)
-                lang = s["lang"]
-                trng = ctx.rng("turn", did, t)
-                if reconf is not None:
-                    first = said[reconf]
-                    query = llm.call(USER, "reconfirm_turn", earlier_question=s["question"],
-                                     earlier_answer=s["answer"], lang=lang, rng_seed=tseed).text
-                    yes = trng.choice(_KO_RECONFIRM_YES if lang == "ko" else _EN_RECONFIRM_YES)
-                    response = yes + first["evidence"]
-                    context = contexts.answerable(s, trng)
-                    kind = "reconfirm"
-                elif s["answerable"]:
-                    query = llm.call(USER, "rewrite_query", question=s["question"], previous_question=prev_q,
-                                     lang=lang, rng_seed=tseed).text
-                    ans = llm.call(ASSISTANT, "answer_turn", question=s["question"],
-                                   passage=passages[s["passage_id"]]["text"], clue=s["clue_text"], answer=s["answer"],
-                                   qa_kind=s["qa_kind"], lang=lang, rng_seed=tseed,
-                                   support_probability=cfg.supporting_sentence_probability)
-                    response = ans.response
-                    said[t] = {"evidence": ans.evidence}
-                    context = contexts.answerable(s, trng)
-                    kind = "question"
-                else:
-                    query = llm.call(USER, "rewrite_query", question=s["question"], previous_question=prev_q,
-                                     lang=lang, rng_seed=tseed).text
-                    response = llm.call(ASSISTANT, "refuse_turn", question=s["question"], lang=lang,
-                                        rng_seed=tseed).text
-                    context = contexts.unanswerable(s)
-                    kind = "question"
-                turns.append({
-                    "turn_id": f"{did}#t{t}", "dialogue_id": did, "turn_index": t, "seed_id": sid, "kind": kind,
-                    "reconfirms_turn": reconf, "standalone_query": s["question"], "query": query,
-                    "response": response, "answerable": bool(s["answerable"]),
-                    "gold_passage_id": s["passage_id"] if s["answerable"] else None,
-                    "clue_text": s["clue_text"], "answer": s["answer"], "context": context,
-                })
-                prev_q = s["question"]
+            realised = _realise(did, items, seed_rows, contexts, passages, cfg, llm, ctx)
+            if realised is None:
+                continue  # an LLM call failed for good (recorded in llm_calls): the dialogue is not built
+            turns.extend(realised)
             dialogues.append({
                 "dialogue_id": did, "doc_id": doc["doc_id"], "source": doc["source"], "institution": doc["institution"],
-                "lang": doc["lang"], "split": doc["split"], "n_turns": len(plan), "seed_ids": [p[0] for p in plan],
-                "has_reconfirm": any(r is not None for _, r in plan),
+                "lang": doc["lang"], "split": doc["split"], "n_turns": len(items),
+                "seed_ids": [i["seed_id"] for i in items],
+                "has_reconfirm": any(i["reconfirms"] is not None for i in items),
             })
         ctx.progress(n_doc + 1, docs.height)
     return {"dialogues": rows_frame(dialogues, "dialogue_id"),
             "turns": rows_frame(turns, ["dialogue_id", "turn_index"])}
+
+
+def _realise(did: str, items: list[dict], seed_rows: dict, contexts: _Context, passages: dict,
+             cfg: DialogueConfig, llm: LLMRouter, ctx: StageContext) -> list[dict] | None:
+    """The user's utterances and the assistant's responses of one planned dialogue (None when an
+    LLM call failed for good: a dialogue with a hole in it is no dialogue)."""
+    out, said, prev_q = [], {}, None
+    for t, it in enumerate(items, start=1):
+        seed = seed_rows[it["seed_id"]]
+        lang, tseed, trng = seed["lang"], _seed_int(ctx.seed, did, t), ctx.rng("turn", did, t)
+        if it["reconfirms"] is not None:
+            out_q = llm.call(USER, "reconfirm_turn", earlier_question=it["question"], earlier_answer=it["answer"],
+                             lang=lang, rng_seed=tseed)
+            if out_q is None:
+                return None
+            query = out_q.text
+            yes = trng.choice(_KO_RECONFIRM_YES if lang == "ko" else _EN_RECONFIRM_YES)
+            response = yes + said[it["reconfirms"]]
+            context, kind = contexts.answerable(seed, trng), "reconfirm"
+        else:
+            out_q = llm.call(USER, "rewrite_query", question=it["question"], previous_question=prev_q,
+                             lang=lang, rng_seed=tseed)
+            if out_q is None:
+                return None
+            query = out_q.text
+            if it["answerable"]:
+                ans = llm.call(ASSISTANT, "answer_turn", question=it["question"], passage=passages[it["passage_id"]],
+                               clue=it["clue"], answer=it["answer"], qa_kind=it["qa_kind"], lang=lang, rng_seed=tseed,
+                               support_probability=cfg.supporting_sentence_probability)
+                if ans is None:
+                    return None
+                response, said[t] = ans.response, ans.evidence
+                context = contexts.answerable(seed, trng)
+            else:
+                refusal = llm.call(ASSISTANT, "refuse_turn", question=it["question"], lang=lang, rng_seed=tseed)
+                if refusal is None:
+                    return None
+                response = refusal.text
+                context = contexts.unanswerable(seed)
+            kind = "question"
+        out.append({
+            "turn_id": f"{did}#t{t}", "dialogue_id": did, "turn_index": t, "seed_id": it["seed_id"], "kind": kind,
+            "reconfirms_turn": it["reconfirms"], "standalone_query": it["question"], "query": query,
+            "response": response, "answerable": it["answerable"],
+            "gold_passage_id": it["passage_id"] if it["answerable"] else None,
+            "clue_text": it["clue"], "answer": it["answer"], "context": context, "origin": it["origin"],
+        })
+        prev_q = it["question"]
+    return out

@@ -1,4 +1,16 @@
-"""Exports of a samples version: JSONL per split (DESIGN columns) and an SFT chat file per split."""
+"""Exports of a samples version, in a Hugging Face datasets layout:
+
+    exports/samples@v<n>/
+      README.md                         dataset card; its YAML `configs` map splits to files, so
+                                        `datasets.load_dataset(<folder>)` reads it (and `sft` config)
+      data/<split>-00000-of-00001.parquet   the DESIGN `samples` columns
+      jsonl/<split>.jsonl               the same rows as JSON lines
+      sft/<split>.jsonl                 chat records for fine-tuning detectors: the assistant turn is
+                                        a rationale (K-FinHallu App. E style: answerability, claims,
+                                        verdict) in the sample's language, then the labels as JSON
+
+Written once per samples version, atomically (temp dir, then rename); byte-identical on rerun.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +22,112 @@ from pathlib import Path
 
 import polars as pl
 
+from finhallu.taxonomy import NAMES
+from finhallu.tasks.inject.verify import word_diff
+from finhallu.tasks.textnorm import split_sentences
 from finhallu.warehouse.store import TableRef
 
 SFT_SYSTEM = {
-    "ko": "당신은 금융 RAG 응답의 환각을 판정합니다. 검색 문서와 대화 기록만 근거로, 응답이 faithful인지 hallucinated인지 답하세요.",
-    "en": "You judge hallucinations in financial RAG answers. Using only the passages and the dialogue history, "
-          "answer whether the response is faithful or hallucinated.",
+    "ko": "당신은 금융 RAG 응답의 환각을 판정합니다. 검색 문서와 대화 기록만 근거로 1) 답변 가능성, 2) 응답의 주장, "
+          "3) 판정을 차례로 설명한 뒤, 마지막 줄에 JSON으로 label_binary, label_4class, hallu_type, hallu_subtype을 답하세요.",
+    "en": "You judge hallucinations in financial RAG answers. Using only the passages and the dialogue history, explain "
+          "1) answerability, 2) the response's claims, 3) the verdict, then give label_binary, label_4class, hallu_type "
+          "and hallu_subtype as JSON on the last line.",
 }
 
+# Rationale templates (App. E style), per language: answerability, claim check, verdict.
+_ANSWERABLE = {"ko": "1) 답변 가능성: 검색 문서 [{k}]에 질문에 답할 근거가 있습니다.",
+               "en": "1) Answerability: passage [{k}] holds the evidence to answer the question."}
+_UNANSWERABLE = {"ko": "1) 답변 가능성: 검색 문서 어디에도 질문에 답할 근거가 없습니다.",
+                 "en": "1) Answerability: none of the passages holds the evidence to answer the question."}
+_CLAIMS = {
+    "ko": {
+        "faithful_answer": "2) 주장: 응답의 내용은 문서 [{k}]와 일치하며 질문에 답합니다.",
+        "true_refusal": "2) 주장: 응답은 근거가 없음을 밝히고 답변을 거절합니다.",
+        "number_error": "2) 주장: 응답의 '{new}'는 문서에 적힌 '{old}'와 다른 수치입니다.",
+        "modifier_change": "2) 주장: 응답은 문서의 '{old}'를 '{new}'(으)로 뒤집어 말합니다.",
+        "financial_term_misunderstanding": "2) 주장: 응답은 '{old}'를 '{new}'(으)로 혼동했습니다.",
+        "inconsistency": "2) 주장: 응답의 '{new}'는 앞선 대화에서 말한 '{old}'와 어긋납니다.",
+        "entity_error": "2) 주장: 응답은 '{old}' 대신 '{new}'를 말하지만 문서에는 '{old}'로 되어 있습니다.",
+        "fabricated_detail": "2) 주장: 응답의 '{added}'는 문서에서 확인할 수 없는 세부 정보입니다.",
+        "subjective_opinion": "2) 주장: 응답의 '{added}'는 문서에 근거하지 않은 주관적 의견입니다.",
+        "condition_not_satisfied": "2) 주장: 응답은 질문한 조건이 아닌 다른 조건의 값 '{new}'를 제시합니다.",
+        "question_misunderstanding": "2) 주장: 응답은 질문과 다른 내용('{added}')에 답하고 있습니다.",
+        "off_topic_drift": "2) 주장: 응답은 질문의 주제에서 벗어난 내용('{added}')을 말합니다.",
+        "false_acceptance": "2) 주장: 근거가 없는데도 응답은 확답('{added}')을 제시합니다.",
+        "false_refusal": "2) 주장: 문서 [{k}]에 근거가 있는데도 응답은 답변을 거절합니다.",
+    },
+    "en": {
+        "faithful_answer": "2) Claims: the response agrees with passage [{k}] and answers the question.",
+        "true_refusal": "2) Claims: the response says the evidence is missing and declines to answer.",
+        "number_error": "2) Claims: the response's '{new}' differs from the '{old}' the passage states.",
+        "modifier_change": "2) Claims: the response flips the passage's '{old}' into '{new}'.",
+        "financial_term_misunderstanding": "2) Claims: the response confuses '{old}' with '{new}'.",
+        "inconsistency": "2) Claims: the response's '{new}' contradicts the '{old}' stated earlier in the dialogue.",
+        "entity_error": "2) Claims: the response names '{new}' where the passage says '{old}'.",
+        "fabricated_detail": "2) Claims: '{added}' is a detail the passages do not support.",
+        "subjective_opinion": "2) Claims: '{added}' is a subjective opinion the passages do not support.",
+        "condition_not_satisfied": "2) Claims: the response gives '{new}', the value for another condition than the one asked.",
+        "question_misunderstanding": "2) Claims: the response answers a different question ('{added}').",
+        "off_topic_drift": "2) Claims: the response drifts away from the question ('{added}').",
+        "false_acceptance": "2) Claims: the response answers ('{added}') although no passage supports it.",
+        "false_refusal": "2) Claims: the response refuses although passage [{k}] answers the question.",
+    },
+}
+_VERDICT = {"ko": "3) 판정: {verdict}", "en": "3) Verdict: {verdict}"}
 
-def sft_record(s: dict) -> dict:
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def rationale(s: dict, counterpart: str | None) -> str:
+    """The three-step rationale of one sample, from its labels and the diff against its pair."""
+    lang = s["lang"] if s["lang"] in _CLAIMS else "en"
+    gold = next((i + 1 for i, p in enumerate(s["passages"]) if p["role"] == "gold"), 1)
+    key = s["hallu_subtype"] or s["hallu_type"] or s["label_4class"]
+    diff = word_diff(counterpart or "", s["response"]) if counterpart else []
+    old, new = (diff[0] if diff else ("", ""))
+    added = " ".join(x for x in split_sentences(s["response"]) if counterpart is None or x not in counterpart) or s["response"]
+    lines = [(_ANSWERABLE if s["answerable"] else _UNANSWERABLE)[lang].format(k=gold),
+             _CLAIMS[lang][key].format(k=gold, old=_short(old, 40), new=_short(new, 40), added=_short(added))]
+    if s["hallu_type"]:
+        name = NAMES[lang][s["hallu_type"]] + (f" / {NAMES[lang][s['hallu_subtype']]}" if s["hallu_subtype"] else "")
+        verdict = f"hallucinated ({name})"
+    else:
+        verdict = f"faithful ({s['label_4class']})"
+    lines.append(_VERDICT[lang].format(verdict=verdict))
+    return "\n".join(lines)
+
+
+def sft_record(s: dict, counterpart: str | None = None) -> dict:
     passages = "\n\n".join(f"[{i + 1}] {p['text']}" for i, p in enumerate(s["passages"]))
     history = "\n".join(f"{m['role']}: {m['content']}" for m in s["history"])
     user = f"# Passages\n{passages}\n\n# History\n{history}\n\n# Query\n{s['query']}\n\n# Response\n{s['response']}"
-    label = s["label_binary"] + (f" ({s['hallu_type']}/{s['hallu_subtype']})" if s["hallu_type"] else "")
+    labels = {k: s[k] for k in ("label_binary", "label_4class", "hallu_type", "hallu_subtype")}
+    answer = rationale(s, counterpart) + "\n" + json.dumps(labels, ensure_ascii=False)
     return {"sample_id": s["sample_id"], "messages": [{"role": "system", "content": SFT_SYSTEM.get(s["lang"], SFT_SYSTEM["en"])},
                                                      {"role": "user", "content": user},
-                                                     {"role": "assistant", "content": label}]}
+                                                     {"role": "assistant", "content": answer}]}
+
+
+def dataset_card(df: pl.DataFrame, version: int) -> str:
+    splits = sorted(df["split"].unique().to_list())
+    lines = ["---", "configs:", "- config_name: default", "  default: true", "  data_files:"]
+    lines += [f"  - split: {s}\n    path: data/{s}-*.parquet" for s in splits]
+    lines += ["- config_name: sft", "  data_files:"] + [f"  - split: {s}\n    path: sft/{s}.jsonl" for s in splits]
+    lines += ["---", "", f"# finhallu samples v{version}", "",
+              "Turn-level hallucination-detection samples for financial RAG (K-FinHallu construction): each "
+              "hallucinated sample is paired (`pair_id`) with its faithful counterpart.", "",
+              "| split | samples | pairs | hallucinated |", "|---|---|---|---|"]
+    for s in splits:
+        part = df.filter(pl.col("split") == s)
+        lines.append(f"| {s} | {part.height} | {part['pair_id'].n_unique()} | "
+                     f"{part.filter(pl.col('label_binary') == 'hallucinated').height} |")
+    lines += ["", "Files: `data/` Parquet (default config), `jsonl/` the same rows as JSON lines, `sft/` chat "
+              "records with rationales for fine-tuning detectors (config `sft`).", ""]
+    return "\n".join(lines)
 
 
 def export_files(home: Path, samples_ref: TableRef) -> Path:
@@ -34,17 +135,23 @@ def export_files(home: Path, samples_ref: TableRef) -> Path:
     final = Path(home) / "exports" / f"samples@v{samples_ref.version}"
     if final.exists():
         return final
-    df = pl.read_parquet(Path(samples_ref.path) / "part-0.parquet")
+    df = pl.read_parquet(Path(samples_ref.path) / "part-0.parquet").sort("sample_id")
     tmp = final.parent / f".tmp-{uuid.uuid4().hex}"
-    tmp.mkdir(parents=True)
+    for sub in ("data", "jsonl", "sft"):
+        (tmp / sub).mkdir(parents=True)
+    faithful = {r["pair_id"]: r["response"] for r in df.filter(pl.col("label_binary") == "faithful").iter_rows(named=True)}
     for split in sorted(df["split"].unique().to_list()):
-        rows = df.filter(pl.col("split") == split).sort("sample_id").to_dicts()
-        with open(tmp / f"{split}.jsonl", "w", encoding="utf-8") as fh:
+        part = df.filter(pl.col("split") == split)
+        part.write_parquet(tmp / "data" / f"{split}-00000-of-00001.parquet", statistics=False)
+        rows = part.to_dicts()
+        with open(tmp / "jsonl" / f"{split}.jsonl", "w", encoding="utf-8") as fh:
             for r in rows:
                 fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-        with open(tmp / f"{split}.sft.jsonl", "w", encoding="utf-8") as fh:
+        with open(tmp / "sft" / f"{split}.jsonl", "w", encoding="utf-8") as fh:
             for r in rows:
-                fh.write(json.dumps(sft_record(r), ensure_ascii=False) + "\n")
+                counterpart = faithful.get(r["pair_id"]) if r["label_binary"] == "hallucinated" else None
+                fh.write(json.dumps(sft_record(r, counterpart), ensure_ascii=False) + "\n")
+    (tmp / "README.md").write_text(dataset_card(df, samples_ref.version), encoding="utf-8")
     try:
         os.rename(tmp, final)
     except OSError:

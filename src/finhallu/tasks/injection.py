@@ -1,25 +1,40 @@
-"""inject: passing dialogues -> `injections` (exactly one injected turn per hallucinated dialogue).
+"""inject: passing dialogues -> `injections` (exactly one injected turn per base dialogue).
 
-Types are balanced per split and injector by cycling a seeded order of types and, within a
-type, of subtypes; the target turn is chosen by type (each injector ranks turns by how well
-they suit it). The test split gets one hallucinated dialogue per configured injector (the
-paper's two injector LLMs); train/valid get one from the first injector.
+Sources: the test split is injected by two sources (the configured injectors; each dialogue by
+one of them, alternately), train and valid by the first. Each injector is an LLM role whose
+operations (`inject_<type>`, `perturb_entity`, `refuse_turn`) run on its provider; offline both
+are rule configurations (own seeds and phrasing banks).
+
+Balance: per split, every (type, subtype) leaf the split can carry first gets
+`min_per_subtype` dialogues (rarest leaf first; when the split has two dialogues per leaf, else
+types only are balanced); the other dialogues go greedily, most
+constrained first, to the least-used type, then its least-used subtype, then the leaf fewest
+remaining dialogues can still carry. Feasibility and the target turn come from the rule-based injectors:
+turns are ranked by how well they suit the type (Contradictory: dense in numbers or financial
+terms; Inconsistency: turns restating earlier statements; Irrelevance: conditions or
+multi-aspect answers; reconfirm turns are eligible) and the first turn the rules can edit is
+the target; the operation then edits it (an LLM backend may decline, and the next turn is tried).
 """
 
 from __future__ import annotations
 
 import hashlib
-from itertools import cycle
+import random
+from collections import Counter
 
 import polars as pl
 
 from finhallu.config import InjectConfig
+from finhallu.llm.router import LLMRouter
+from finhallu.taxonomy import SPLITS
 from finhallu.tasks.base import Frames, StageContext, rows_frame
-from finhallu.tasks.inject import TurnView, load_injectors
+from finhallu.tasks.inject import Injected, TurnView, entities, load_injectors
+from finhallu.tasks.inject.ops import InjectOut
+from finhallu.tasks.inject.verify import edit_distance
 
 
-def _views(dialogue: dict, turns: list[dict], ctx_data: dict, variant: str) -> list[TurnView]:
-    passages, seeds, negs = ctx_data["passages"], ctx_data["seeds"], ctx_data["negatives"]
+def _views(dialogue: dict, turns: list[dict], data: dict, variant: str) -> list[TurnView]:
+    passages, seeds, negs = data["passages"], data["seeds"], data["negatives"]
     views = []
     for i, t in enumerate(turns):
         seed = seeds[t["seed_id"]]
@@ -30,18 +45,133 @@ def _views(dialogue: dict, turns: list[dict], ctx_data: dict, variant: str) -> l
             gold_text=passages[t["gold_passage_id"]]["text"] if t["gold_passage_id"] else None,
             other_context=[{"passage_id": p, "text": passages[p]["text"], "doc_id": passages[p]["doc_id"]}
                            for p in ids if p != t["gold_passage_id"]],
-            sibling_seeds=[s for s in ctx_data["by_doc"].get(dialogue["doc_id"], []) if s["seed_id"] != seed["seed_id"]],
+            sibling_seeds=[s for s in data["by_doc"].get(dialogue["doc_id"], []) if s["seed_id"] != seed["seed_id"]],
             hard_negatives=negs.get(t["seed_id"], []), seed=seed, doc_id=dialogue["doc_id"], variant=variant,
+            entities=data["entities"].get((dialogue["split"], dialogue["lang"])),
         ))
     return views
 
 
+def _seed(*parts: object) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big") % (2**31)
+
+
+class _Injector:
+    """One injection source: its name (the `injector` column), LLM role and rule variant."""
+
+    def __init__(self, name: str, role: str, variant: str, llm: LLMRouter, cfg: InjectConfig, registry: dict):
+        self.name, self.role, self.variant, self.llm, self.cfg, self.registry = name, role, variant, llm, cfg, registry
+
+    def entity_plan(self, did: str) -> tuple[str, str]:
+        rng = random.Random(_seed(did, self.name, "entity"))
+        return rng.choice(self.cfg.entity_strategies), rng.choice(self.cfg.entity_selections)
+
+    def rules(self, view: TurnView, htype: str, subtype: str | None, seed: int, did: str) -> Injected | None:
+        """What the rules can make of this turn (feasibility, and the offline result itself)."""
+        rng = random.Random(seed)
+        if subtype == "entity_error":
+            strategy, selection = self.entity_plan(did)
+            return entities.perturb(view, rng, strategy, selection, self.cfg.entity_noise_sigma)
+        return self.registry[htype].inject(view, subtype, rng)
+
+    def call(self, view: TurnView, htype: str, subtype: str | None, seed: int, did: str) -> Injected | None:
+        """The injection through the role's provider (offline: the rules backend)."""
+        if subtype == "entity_error":
+            strategy, selection = self.entity_plan(did)
+            instruct = lambda **kw: self.llm.call(self.role, "perturb_entity", **kw)  # noqa: E731
+            return entities.perturb(view, random.Random(seed), strategy, selection, self.cfg.entity_noise_sigma, instruct)
+        out: InjectOut = self.llm.call(self.role, f"inject_{htype}", view=view.payload(), subtype=subtype,
+                                       lang=view.lang, rng_seed=seed)
+        if out is None or not out.response:  # None: the call failed for good (recorded in llm_calls)
+            return None
+        if out.subtype is not None and out.subtype != subtype:
+            return None  # an injector that made another subtype than asked: its label cannot be trusted
+        # False Acceptance on an answerable turn: P_n becomes the hard negatives (structural, whatever the backend says)
+        replace = out.replace_context or (htype == "false_acceptance" and view.turn["answerable"])
+        context = [{"passage_id": p, "role": "hard_negative"} for p in view.hard_negatives] if replace else None
+        counterpart = out.counterpart
+        if htype == "false_acceptance" and view.turn["answerable"] and not counterpart:
+            refusal = self.llm.call(self.role, "refuse_turn", question=view.turn["standalone_query"],
+                                    lang=view.lang, rng_seed=seed)
+            if refusal is None:
+                return None
+            counterpart = refusal.text
+        return Injected(out.subtype if out.subtype is not None else subtype, out.response, out.edit, context,
+                        counterpart, out.counterpart_label, out.strategy)
+
+
+def _leaves(cfg: InjectConfig, registry: dict) -> list[tuple[str, str | None]]:
+    return [(t, s) for t in cfg.types for s in (registry[t].subtypes or (None,))]
+
+
+def _feasible(views: list[TurnView], leaves, inj: _Injector, did: str) -> dict[tuple, list[tuple[TurnView, int]]]:
+    """Per leaf, the turns the rules can edit, best-suited first (empty: the leaf does not fit)."""
+    out = {}
+    for htype, sub in leaves:
+        prefers = inj.registry[htype].prefers
+        ranked = sorted(views, key=lambda v: (-prefers(v, sub), v.turn["turn_index"]))
+        ok = []
+        for v in ranked:
+            seed = _seed(did, inj.name, htype, sub, v.turn["turn_index"])
+            made = inj.rules(v, htype, sub, seed, did)
+            if made is not None and (made.context is not None or made.response != v.turn["response"]):
+                ok.append((v, seed))
+                break  # the best-suited editable turn is the target; later ones are fallbacks for an LLM
+        if ok:
+            out[(htype, sub)] = ok + [(v, _seed(did, inj.name, htype, sub, v.turn["turn_index"]))
+                                      for v in ranked if v is not ok[0][0]]
+    return out
+
+
+def _assign(items: list[tuple[dict, _Injector, dict]], rng: random.Random,
+            min_per_leaf: int = 1) -> list[tuple[dict, _Injector, list, dict]]:
+    """Balanced assignment of leaves to dialogues (see the module docstring). When the split has
+    room (two dialogues per leaf), every leaf it can carry first gets `min_per_leaf` dialogues
+    (rarest leaf first, each from the dialogue with the fewest options); then the rest go greedily
+    to the least-used type, subtype and leaf. A small split is only type-balanced."""
+    tie = {d["dialogue_id"]: rng.random() for d, _, _ in items}
+    feasible = Counter(leaf for _, _, feas in items for leaf in feas)
+    type_n, type_by_inj, leaf_n = Counter(), Counter(), Counter()
+    chosen: dict[str, tuple] = {}
+
+    def take(d, inj, leaf):
+        chosen[d["dialogue_id"]] = leaf
+        type_n[leaf[0]] += 1
+        type_by_inj[(inj.name, leaf[0])] += 1
+        leaf_n[leaf] += 1
+
+    for _ in range(min_per_leaf if len(items) >= 2 * len(feasible) else 0):
+        for leaf in sorted(feasible, key=lambda lf: (feasible[lf], str(lf))):
+            cands = [(d, inj, feas) for d, inj, feas in items if leaf in feas and d["dialogue_id"] not in chosen]
+            if cands:
+                d, inj, _ = min(cands, key=lambda x: (len(x[2]), tie[x[0]["dialogue_id"]]))
+                take(d, inj, leaf)
+    remaining = Counter(leaf for d, _, feas in items if d["dialogue_id"] not in chosen for leaf in feas)
+    for d, inj, feas in sorted(items, key=lambda x: (len(x[2]), tie[x[0]["dialogue_id"]])):
+        if d["dialogue_id"] in chosen or not feas:
+            continue
+        for leaf in feas:
+            remaining[leaf] -= 1
+        best = min(feas, key=lambda lf: (type_n[lf[0]], type_by_inj[(inj.name, lf[0])], leaf_n[lf], remaining[lf], str(lf)))
+        take(d, inj, best)
+    out = []
+    for d, inj, feas in items:
+        if d["dialogue_id"] in chosen:  # the chosen leaf first, the others as fallbacks
+            first = chosen[d["dialogue_id"]]
+            order = [first] + sorted((lf for lf in feas if lf != first), key=lambda lf: (type_n[lf[0]], leaf_n[lf], str(lf)))
+            out.append((d, inj, order, feas))
+    return sorted(out, key=lambda x: x[0]["dialogue_id"])
+
+
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: InjectConfig = ctx.config
-    injectors = load_injectors()
-    unknown = [t for t in cfg.types if t not in injectors]
+    registry = load_injectors()
+    unknown = [t for t in cfg.types if t not in registry]
     if unknown:
-        raise ValueError(f"inject.types names unknown hallucination types {unknown}; registered: {sorted(injectors)}")
+        raise ValueError(f"inject.types names unknown hallucination types {unknown}; registered: {sorted(registry)}")
+    llm = LLMRouter(ctx.roles)
+    roles = cfg.injector_roles or [f"injector_{c}" for c in "ab"]
+    sources = [_Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry) for i, name in enumerate(cfg.injectors)]
     passed = set(inputs["dialogue_qc"].filter(pl.col("passed"))["dialogue_id"].to_list())
     dialogues = inputs["dialogues"].filter(pl.col("dialogue_id").is_in(list(passed))).sort("dialogue_id")
     turns_by_dlg: dict[str, list[dict]] = {}
@@ -52,64 +182,66 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     for s in seeds.values():
         if s["answerable"]:
             by_doc.setdefault(s["doc_id"], []).append(s)
+    for v in by_doc.values():
+        v.sort(key=lambda s: s["seed_id"])
     # P_n for False Acceptance: the first K hard negatives, K as the turns' contexts have it.
     k = max((len(c) for c in inputs["turns"]["context"].to_list()), default=10)
     negatives: dict[str, list[str]] = {}
     for r in inputs["hard_negatives"].filter(pl.col("is_hard_negative")).sort("seed_id", "candidate_rank").iter_rows(named=True):
         if len(negatives.setdefault(r["seed_id"], [])) < k:
             negatives[r["seed_id"]].append(r["passage_id"])
-    ctx_data = {"passages": {p["passage_id"]: p for p in inputs["passages"].select("passage_id", "text", "doc_id").iter_rows(named=True)},
-                "seeds": seeds, "negatives": negatives, "by_doc": by_doc}
+    passages = inputs["passages"].select("passage_id", "text", "doc_id", "split", "lang")
+    inventories = {}
+    if "entity_error" in registry["contradictory"].subtypes and "contradictory" in cfg.types:
+        for (split, lang), part in sorted(passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list()))
+                                          .group_by("split", "lang"), key=lambda g: g[0]):
+            inventories[(split, lang)] = entities.EntityInventory.build(part.sort("passage_id")["text"].to_list(), lang)
+    data = {"passages": {p["passage_id"]: p for p in passages.iter_rows(named=True)},
+            "seeds": seeds, "negatives": negatives, "by_doc": by_doc, "entities": inventories}
 
-    rows = []
-    done = 0
-    for split in ("train", "valid", "test"):
-        dl = dialogues.filter(pl.col("split") == split)
-        if dl.height == 0:
+    leaves = _leaves(cfg, registry)
+    rows, done = [], 0
+    for split in SPLITS:
+        dl = list(dialogues.filter(pl.col("split") == split).iter_rows(named=True))
+        if not dl:
             continue
-        names = cfg.injectors if split == "test" else cfg.injectors[:1]
-        for injector in names:
-            rng = ctx.rng("inject", split, injector)
-            order = list(cfg.types)
-            rng.shuffle(order)
-            type_cycle = cycle(order)
-            sub_cycles = {t: cycle(sorted(injectors[t].subtypes, key=lambda s: rng.random()) or [None]) for t in order}
-            dlg_rows = list(dl.iter_rows(named=True))
-            rng.shuffle(dlg_rows)
-            for d in dlg_rows:
-                views = _views(d, turns_by_dlg[d["dialogue_id"]], ctx_data, injector)
-                wanted = next(type_cycle)
-                attempts = [wanted] + [t for t in order if t != wanted]
-                made = None
-                for htype in attempts:
-                    inj = injectors[htype]
-                    n_sub = max(1, len(inj.subtypes))
-                    for _ in range(n_sub):
-                        subtype = next(sub_cycles[htype])
-                        ranked = sorted(views, key=lambda v: (-inj.prefers(v), v.turn["turn_index"]))
-                        for view in ranked:
-                            trng = ctx.rng("inject-turn", d["dialogue_id"], injector, htype, subtype, view.turn["turn_index"])
-                            out = inj.inject(view, subtype, trng)
-                            if out is not None and (out.context is not None or out.response != view.turn["response"]):
-                                made = (htype, view, out)
-                                break
-                        if made:
-                            break
-                    if made:
+        rng = ctx.rng("assign", split)
+        rng.shuffle(dl)
+        names = sources if split == "test" else sources[:1]
+        items = []
+        for i, d in enumerate(dl):
+            inj = names[i % len(names)]
+            views = _views(d, turns_by_dlg[d["dialogue_id"]], data, inj.variant)
+            items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"])))
+            done += 1
+            ctx.progress(done, dialogues.height * 2)
+        for d, inj, order, feas in _assign(items, rng, cfg.min_per_subtype):
+            made = None
+            for htype, sub in order:
+                for view, seed in feas[(htype, sub)]:
+                    out = inj.call(view, htype, sub, seed, d["dialogue_id"])
+                    if out is not None and (out.context is not None or out.response != view.turn["response"]):
+                        made = (htype, view, out)
                         break
-                done += 1
-                ctx.progress(done, dialogues.height * len(cfg.injectors))
-                if not made:
-                    continue
-                htype, view, out = made
-                t = view.turn
-                iid = "inj-" + hashlib.sha256(f"{d['dialogue_id']}|{injector}".encode()).hexdigest()[:14]
-                rows.append({
-                    "injection_id": iid, "dialogue_id": d["dialogue_id"], "turn_id": t["turn_id"],
-                    "turn_index": t["turn_index"], "split": split, "injector": injector, "hallu_type": htype,
-                    "hallu_subtype": out.subtype, "original_response": t["response"], "injected_response": out.response,
-                    "injected_context": out.context if out.context is not None else t["context"],
-                    "counterpart_response": out.counterpart if out.counterpart is not None else t["response"],
-                    "counterpart_label": out.counterpart_label, "edit": out.edit,
-                })
+                if made:
+                    break
+            done += 1
+            ctx.progress(done, dialogues.height * 2)
+            if made:
+                rows.append(_row(d, split, inj, *made))
     return {"injections": rows_frame(rows, "injection_id")}
+
+
+def _row(d: dict, split: str, inj: _Injector, htype: str, view: TurnView, out: Injected) -> dict:
+    t = view.turn
+    chars, words = edit_distance(t["response"], out.response)
+    return {
+        "injection_id": "inj-" + hashlib.sha256(f"{d['dialogue_id']}|{inj.name}".encode()).hexdigest()[:14],
+        "dialogue_id": d["dialogue_id"], "turn_id": t["turn_id"], "turn_index": t["turn_index"], "split": split,
+        "injector": inj.name, "hallu_type": htype, "hallu_subtype": out.subtype, "original_response": t["response"],
+        "injected_response": out.response,
+        "injected_context": out.context if out.context is not None else t["context"],
+        "counterpart_response": out.counterpart if out.counterpart is not None else t["response"],
+        "counterpart_label": out.counterpart_label, "edit": out.edit, "strategy": out.strategy,
+        "edit_chars": chars, "edit_words": words,
+    }

@@ -1,218 +1,325 @@
-"""dialogue_qc and injection_qc: the judges (rules backends), K-FinHallu §4.2/§4.4, Table 7.
+"""dialogue_qc and injection_qc: the LLM judges (K-FinHallu §4.2/§4.4, Table 7) and their rules backends.
 
-Dialogue judge: answerability (0-1), plausibility (1-3), correctness (0-1), diversity (1-3,
-reconfirm turns excluded), coherency (1-3); a dialogue below any configured threshold is
-dropped with its reasons. Injection judge: appropriateness = an independent check that the
-injected sample really carries its label; naturalness 1-3 (keep >= 2).
+Dialogue judge (`judge_dialogue`, role dialogue_judge) scores the paper's rubric:
+  answerability (0-1)  share of turns whose context really holds (answerable) or lacks
+                       (unanswerable) the evidence for the question
+  plausibility (1-3)   are the user's utterances plausible questions: well-formed, no broken
+                       rewrites or leftover artifacts, no verbatim repeats, reconfirmations that
+                       say what they reconfirm (3 all, 2 at most one in five flawed, 1 worse)
+  correctness (0-1)    share of assistant turns that are right and supported by the gold passage:
+                       the answer stated (yes/no with the right polarity), no number and no
+                       sentence the gold passage (or the reconfirmed turn) does not support;
+                       refusals exactly on unanswerable turns
+  diversity (1-3)      reconfirm turns excluded: 1 if two questions ask for the same information,
+                       3 if they also share little wording, else 2
+  coherency (1-3)      1 if a question jumps to an unrelated topic (another document and no
+                       specific term shared with the dialogue so far), 2 if it changes document
+                       through a shared term, 3 if it stays on one document's thread
+A dialogue below any configured threshold is dropped with the reasons recorded.
+
+Injection judge (`judge_injection`, role injection_judge): appropriateness 1-3 (the intended
+type really injected, checked independently by inject/verify.py; 2 when a minimal-edit subtype
+changed more than a few words) and naturalness 1-3; items below the thresholds are dropped.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
+from itertools import combinations
 
 import polars as pl
+from pydantic import BaseModel
 
 from finhallu.config import DialogueQCConfig, InjectionQCConfig
+from finhallu.llm.operations import operation
+from finhallu.llm.router import LLMRouter
+from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES
 from finhallu.tasks.base import Frames, StageContext, rows_frame
-from finhallu.tasks.inject.lexicon import MODIFIER_SET, TERM_SET
-from finhallu.tasks.responses import is_refusal
-from finhallu.tasks.textnorm import (contains_normalized, content_words, has_final_consonant, jaccard, normalize, number_keys,
-                                     split_sentences)
+from finhallu.tasks.inject.verify import broken_particle, edit_distance, naturalness, verify_label  # noqa: F401
+from finhallu.tasks.responses import OPENERS, is_refusal
+from finhallu.tasks.textnorm import (contains_normalized, content_words, has_final_consonant, jaccard, normalize,
+                                     number_keys, split_sentences)
 
-JUDGE = "rules-judge-v1"
+JUDGE = "rules-judge-v2"
+CRITERIA = ("answerability", "plausibility", "correctness", "diversity", "coherency")
+
+
+class DialogueScores(BaseModel):
+    answerability: float
+    plausibility: int
+    correctness: float
+    diversity: int
+    coherency: int
+    reasons: list[str] = []  # "criterion: finding" for every flaw seen
+
+
+class InjectionScores(BaseModel):
+    appropriateness: int
+    naturalness: int
+    reasons: list[str] = []
 
 
 # ---- dialogue judge ----------------------------------------------------------------------
-# A question ends in "?" or a Korean interrogative/request ending (…요, …까, …니, …나, …야, …지, …냐, …가).
+# A question ends in "?" or a Korean interrogative/request ending (…요, …까, …니, …나, …야, …지, …냐, …가, …죠, …래).
 _QUESTION_END = re.compile(r"(\?|[요까니나야지냐가죠래][.!]?)\s*$")
+_YES, _NO = {"예", "네", "yes"}, {"아니오", "아니요", "no"}
+_YES_START = re.compile(r"^(네|예|맞습니다|yes|correct)\b", re.IGNORECASE)
+_NO_START = re.compile(r"^(아니요|아닙니다|아니오|no)\b", re.IGNORECASE)
+_PREFIX = re.compile(r"^(?:(?:네|예|아니요|아닙니다|맞습니다|다시 확인해 보니 맞습니다|Yes|No|Correct|that's right|"
+                     r"I double-checked)[,.:]?\s*)+", re.IGNORECASE)
+_GLUED_PRONOUN = re.compile(r"[0-9A-Za-z가-힣](그건|그게|그걸)(?=\s|$)")
+_ARTIFACT = re.compile(r"[|{}<>]|\s{2,}")
 
-def _supports(text: str, turn: dict) -> bool:
-    if turn["clue_text"] and contains_normalized(text, turn["clue_text"]):
-        return True
-    return False
+
+def _yesno(answer: str | None) -> str | None:
+    a = (answer or "").strip().lower()
+    return "yes" if a in _YES else "no" if a in _NO else None
 
 
-def judge_dialogue(turns: list[dict], passages: dict[str, str], doc_of: dict[str, str]) -> dict:
-    answerable_ok, correct = [], []
-    well_formed = []
+def _body(response: str, lang: str) -> str:
+    """The response without its yes/no or confirmation prefix and discourse opener."""
+    text = _PREFIX.sub("", response.strip())
+    for op in sorted(OPENERS.get(lang, OPENERS["en"]), key=len, reverse=True):
+        if op and text.startswith(op):
+            return text[len(op):]
+    return text
+
+
+def _unsupported(response: str, support: str, lang: str) -> list[str]:
+    """Numbers and sentences of the response that the supporting text does not hold."""
+    out = [f"states {k} absent from the gold passage" for k in sorted(number_keys(response) - number_keys(support))]
+    for sent in split_sentences(_body(response, lang)):
+        words = content_words(sent)
+        if len(words) >= 3:
+            covered = sum(contains_normalized(support, w) for w in words) / len(words)
+            if covered < 0.5:
+                out.append(f"sentence not supported by the gold passage ({covered:.0%}): {sent[:60]}")
+    return out
+
+
+def _copula_error(query: str) -> bool:
+    """"무엇예요", "대출예요" (예요 after a batchim) or "얼마이에요" (이에요 without one)."""
+    return any(has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])예요", query)) or \
+        any(not has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이에요", query))
+
+
+def _specific_terms(text: str) -> set[str]:
+    return {w for w in content_words(text) if len(w) >= 3 and not w[0].isdigit()}
+
+
+@operation("judge_dialogue", DialogueScores)
+def judge_dialogue(turns: list[dict], lang: str) -> DialogueScores:
+    """turns: [{turn_index, kind, reconfirms_turn, query, standalone_query, response, answerable,
+    clue, answer, gold_passage, doc, context: [passage texts]}] in order."""
+    reasons: list[str] = []
+    by_index = {t["turn_index"]: t for t in turns}
+
+    # answerability
+    ans_ok = []
     for t in turns:
-        texts = [passages[c["passage_id"]] for c in t["context"]]
+        answer = t["answer"] if _yesno(t["answer"]) is None and len(normalize(t["answer"] or "")) >= 2 else None
+        holds = [bool((t["clue"] and contains_normalized(x, t["clue"])) or (answer and contains_normalized(x, answer)))
+                 for x in t["context"]]
         if t["answerable"]:
-            answerable_ok.append(any(_supports(x, t) for x in texts))
-            if t["kind"] == "reconfirm" or (t["answer"] and t["clue_text"] and t["answer"] in ("예", "아니오")):
-                correct.append(not is_refusal(t["response"]))
-            else:
-                ans = t["answer"] or ""
-                correct.append(contains_normalized(t["response"], ans) or contains_normalized(t["response"], t["clue_text"]))
+            ok = bool(t["gold_passage"]) and t["gold_passage"] in t["context"] and (
+                (t["clue"] and contains_normalized(t["gold_passage"], t["clue"]))
+                or bool(answer and contains_normalized(t["gold_passage"], answer)))
+            if not ok:
+                reasons.append(f"answerability: turn {t['turn_index']} context does not hold the evidence")
         else:
-            answerable_ok.append(not any(_supports(x, t) for x in texts) and not any(
-                contains_normalized(x, t["answer"]) for x in texts if len(normalize(t["answer"] or "")) >= 2))
-            correct.append(is_refusal(t["response"]))
-        q = t["query"].strip()
-        well_formed.append(5 <= len(q) <= 300 and bool(_QUESTION_END.search(q)))
-    plaus_share = sum(well_formed) / len(well_formed)
-    plausibility = 3 if plaus_share == 1 else (2 if plaus_share >= 0.8 else 1)
+            ok = not any(holds)
+            if not ok:
+                reasons.append(f"answerability: turn {t['turn_index']} is labelled unanswerable but a passage holds the evidence")
+        ans_ok.append(ok)
+
+    # correctness
+    correct = []
+    for t in turns:
+        resp, flaws = t["response"], []
+        if not t["answerable"]:
+            if not is_refusal(resp):
+                flaws.append("answers an unanswerable question")
+        elif is_refusal(resp):
+            flaws.append("refuses although the gold passage answers")
+        else:
+            support = t["gold_passage"] or ""
+            if t["kind"] == "reconfirm":
+                earlier = by_index.get(t["reconfirms_turn"])
+                support += "\n" + (earlier["response"] if earlier else "")
+                if not _YES_START.search(resp):
+                    flaws.append("does not confirm the earlier statement")
+            polarity = _yesno(t["answer"])
+            if t["kind"] != "reconfirm" and polarity:
+                said = "yes" if _YES_START.search(resp) else "no" if _NO_START.search(resp) else None
+                if said != polarity:
+                    flaws.append(f"answers {said or 'neither yes nor no'} where the passage says {polarity}")
+            elif t["kind"] != "reconfirm" and not (contains_normalized(resp, t["answer"]) or contains_normalized(resp, t["clue"])):
+                flaws.append("does not state the answer")
+            flaws += _unsupported(resp, support, lang)
+        correct.append(not flaws)
+        reasons += [f"correctness: turn {t['turn_index']} {f}" for f in flaws]
+
+    # plausibility (user utterances)
+    plausible, seen = [], set()
+    for t in turns:
+        q, flaws = t["query"].strip(), []
+        if not 5 <= len(q) <= 250 or not _QUESTION_END.search(q):
+            flaws.append("not a well-formed question")
+        if _ARTIFACT.search(q) or broken_particle(q) or _GLUED_PRONOUN.search(q) or _copula_error(q):
+            flaws.append("broken wording")
+        if normalize(q) in seen:
+            flaws.append("repeats an earlier utterance verbatim")
+        if t["kind"] == "reconfirm":
+            earlier = by_index.get(t["reconfirms_turn"])
+            said = earlier and (contains_normalized(q, earlier["answer"]) or _yesno(earlier["answer"]) is not None)
+            if not earlier or t["reconfirms_turn"] >= t["turn_index"] or not said:
+                flaws.append("does not say which earlier statement it reconfirms")
+        seen.add(normalize(q))
+        plausible.append(not flaws)
+        reasons += [f"plausibility: turn {t['turn_index']} {f}: {q[:50]}" for f in flaws]
+    share = sum(plausible) / len(plausible)
+    plausibility = 3 if share == 1 else 2 if share >= 0.8 else 1
+
+    # diversity (reconfirm turns excluded)
     main = [t for t in turns if t["kind"] != "reconfirm"]
-    # Diversity (Table 7): do the questions ask for different information? Same evidence asked
-    # twice (paraphrases) scores 1; distinct information phrased alike (templated filings) 2.
-    asked = [(t["clue_text"] or t["standalone_query"], t["answer"]) for t in main]
-    distinct = len(set(asked)) == len(asked) and len({t["standalone_query"] for t in main}) == len(main)
-    overlaps = [jaccard(a["standalone_query"], b["standalone_query"]) for a, b in zip(main, main[1:])]
+    overlaps, repeats = [], []
+    for a, b in combinations(main, 2):
+        ov = jaccard(a["standalone_query"], b["standalone_query"])
+        overlaps.append(ov)
+        same_info = (a["clue"] or a["standalone_query"], a["answer"]) == (b["clue"] or b["standalone_query"], b["answer"])
+        if same_info or normalize(a["standalone_query"]) == normalize(b["standalone_query"]) or ov >= 0.7:
+            repeats.append(f"diversity: turn {b['turn_index']} asks again what turn {a['turn_index']} asked")
     mean_overlap = sum(overlaps) / len(overlaps) if overlaps else 0.0
-    diversity = 1 if not distinct else (3 if mean_overlap < 0.5 else 2)
-    links = []
-    for a, b in zip(turns, turns[1:]):
-        same_doc = doc_of.get(a["seed_id"]) == doc_of.get(b["seed_id"])
-        links.append(same_doc or jaccard(a["standalone_query"], b["standalone_query"]) > 0.1)
-    link_share = sum(links) / len(links) if links else 1.0
-    coherency = 3 if link_share >= 0.8 else 2 if link_share >= 0.5 else 1
-    return {
-        "answerability": sum(answerable_ok) / len(answerable_ok),
-        "plausibility": plausibility,
-        "correctness": sum(correct) / len(correct),
-        "diversity": diversity,
-        "coherency": coherency,
-    }
+    diversity = 1 if repeats else 3 if mean_overlap < 0.3 else 2
+    reasons += repeats
+
+    # coherency
+    jumps, soft = [], []
+    for i, t in enumerate(turns[1:], start=1):
+        if t["kind"] == "reconfirm":
+            if not t["reconfirms_turn"] or t["reconfirms_turn"] >= t["turn_index"]:
+                jumps.append(f"coherency: turn {t['turn_index']} reconfirms nothing said before")
+            continue
+        before = turns[:i]
+        if t["doc"] in {b["doc"] for b in before}:
+            continue
+        said = set().union(*(_specific_terms(b["standalone_query"] + " " + b["response"]) for b in before))
+        shared = _specific_terms(t["standalone_query"]) & said
+        if shared:
+            soft.append(f"coherency: turn {t['turn_index']} moves to another document via {sorted(shared)[:3]}")
+        else:
+            jumps.append(f"coherency: turn {t['turn_index']} jumps to an unrelated topic: {t['standalone_query'][:50]}")
+    coherency = 1 if jumps else 2 if soft else 3
+    reasons += jumps + soft
+
+    return DialogueScores(answerability=sum(ans_ok) / len(ans_ok), plausibility=plausibility,
+                          correctness=sum(correct) / len(correct), diversity=diversity, coherency=coherency,
+                          reasons=reasons)
+
+
+def dialogue_payload(turns: list[dict], passages: dict[str, str], doc_of: dict[str, str]) -> list[dict]:
+    """The judge's view of a dialogue: utterances, responses and the passages each turn saw."""
+    return [{"turn_index": t["turn_index"], "kind": t["kind"], "reconfirms_turn": t["reconfirms_turn"],
+             "query": t["query"], "standalone_query": t["standalone_query"], "response": t["response"],
+             "answerable": t["answerable"], "clue": t["clue_text"], "answer": t["answer"],
+             "gold_passage": passages[t["gold_passage_id"]] if t["gold_passage_id"] else None,
+             "doc": doc_of.get(t["seed_id"]), "context": [passages[c["passage_id"]] for c in t["context"]]}
+            for t in turns]
+
+
+def threshold_failures(s: DialogueScores | dict, cfg: DialogueQCConfig) -> list[str]:
+    """One reason per criterion below its threshold, with the judge's findings for it."""
+    scores = s if isinstance(s, dict) else s.model_dump()
+    out = []
+    for crit in CRITERIA:
+        need = getattr(cfg, f"min_{crit}")
+        if scores[crit] < need:
+            value = f"{scores[crit]:.2f}" if isinstance(scores[crit], float) else str(scores[crit])
+            why = [r.split(": ", 1)[1] for r in scores.get("reasons", []) if r.startswith(crit + ":")]
+            out.append(f"{crit} {value} < {need}" + (f": {'; '.join(why[:3])}" if why else ""))
+    return out
 
 
 def run_dialogue_qc(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: DialogueQCConfig = ctx.config
+    llm = LLMRouter(ctx.roles)
     passages = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
     doc_of = dict(zip(inputs["qa_seeds"]["seed_id"], inputs["qa_seeds"]["doc_id"]))
     by_dlg: dict[str, list[dict]] = {}
     for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
         by_dlg.setdefault(t["dialogue_id"], []).append(t)
     rows = []
-    ids = inputs["dialogues"]["dialogue_id"].to_list()
-    for n, did in enumerate(ids):
-        s = judge_dialogue(by_dlg.get(did, []), passages, doc_of)
-        reasons = [f"{k} {s[k]:.2f} < {v}" if isinstance(s[k], float) else f"{k} {s[k]} < {v}"
-                   for k, v in (("answerability", cfg.min_answerability), ("plausibility", cfg.min_plausibility),
-                                ("correctness", cfg.min_correctness), ("diversity", cfg.min_diversity),
-                                ("coherency", cfg.min_coherency)) if s[k] < v]
-        rows.append({"dialogue_id": did, **s, "passed": not reasons, "reasons": reasons, "judge": JUDGE})
-        ctx.progress(n + 1, len(ids))
+    dlgs = inputs["dialogues"].select("dialogue_id", "lang").sort("dialogue_id").to_dicts()
+    judge = JUDGE if llm.is_offline("dialogue_judge") else llm.backend("dialogue_judge")
+    # Independent judgements: one concurrent pass within the judge model's limits.
+    verdicts = llm.call_many("dialogue_judge", "judge_dialogue", [
+        {"turns": dialogue_payload(by_dlg.get(d["dialogue_id"], []), passages, doc_of), "lang": d["lang"]}
+        for d in dlgs])
+    for n, (d, s) in enumerate(zip(dlgs, verdicts)):
+        if s is None:  # no valid judgement after retries and one repair (recorded in llm_calls): dropped
+            s = DialogueScores(answerability=0.0, plausibility=1, correctness=0.0, diversity=1, coherency=1)
+            reasons = ["judge: no valid judgement (LLM call failed; see llm_calls)"]
+        else:
+            reasons = threshold_failures(s, cfg)
+        rows.append({"dialogue_id": d["dialogue_id"], **s.model_dump(exclude={"reasons"}), "passed": not reasons,
+                     "reasons": reasons, "judge": judge})
+        ctx.progress(n + 1, len(dlgs))
     return {"dialogue_qc": rows_frame(rows, "dialogue_id", schema_overrides={"reasons": pl.List(pl.String)})}
 
 
 # ---- injection judge -----------------------------------------------------------------------
-def _word_diff(a: str, b: str, context: int = 0) -> list[tuple[str, str]]:
-    """Changed word runs of a -> b, each widened by `context` neighbouring words on both sides."""
-    wa, wb = a.split(), b.split()
-    out = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=wa, b=wb, autojunk=False).get_opcodes():
-        if op != "equal":
-            out.append((" ".join(wa[max(0, i1 - context):i2 + context]), " ".join(wb[max(0, j1 - context):j2 + context])))
-    return out
-
-
-def _pair_in(diff: list[tuple[str, str]], lexicon: set[tuple[str, str]],
-             wide: list[tuple[str, str]] = ()) -> bool:
-    for old, new in diff:
-        for a, b in lexicon:
-            if a.lower() in old.lower() and b.lower() in new.lower():
-                return True
-    # Multi-word entries share words with their counterpart, which the bare diff leaves out
-    # ("net interest income" -> "noninterest income", "more than" -> "less than"): in the widened
-    # runs the edit must remove an occurrence of a and add one of b.
-    for old, new in wide:
-        o, n = old.lower(), new.lower()
-        for a, b in lexicon:
-            a, b = a.lower(), b.lower()
-            if o.count(a) > n.count(a) and n.count(b) > o.count(b):
-                return True
-    return False
-
-
-_OPINION_MARKERS = re.compile(r"(가장|추천|유리한|걱정하지|안전하고|괜찮은|생각합니다|볼 수 있습니다|In my view|Frankly|clearly|Honestly|excellent)",
-                              re.IGNORECASE)
-
-
-def verify_label(inj: dict, turn: dict, evidence: list[str], history: str) -> tuple[bool, str]:
-    """Does the injected response really carry the hallucination its label claims?"""
-    orig, new = inj["original_response"], inj["injected_response"]
-    ev = "\n".join(evidence)
-    ev_keys = number_keys(ev)
-    added_keys = number_keys(new) - number_keys(orig)
-    diff = _word_diff(orig, new)
-    wide = _word_diff(orig, new, context=3)
-    sub, typ = inj["hallu_subtype"], inj["hallu_type"]
-    if typ == "false_refusal":
-        return (is_refusal(new) and turn["answerable"] and any(contains_normalized(x, turn["clue_text"]) for x in evidence),
-                "refusal over evidence that holds the clue")
-    if typ == "false_acceptance":
-        lacks = not any(contains_normalized(x, turn["clue_text"]) for x in evidence) if turn["clue_text"] else True
-        return (lacks and not is_refusal(new), "an answer over evidence that lacks the clue")
-    if sub == "number_error":
-        return (bool(added_keys) and not (added_keys & ev_keys), f"new numbers {sorted(added_keys)} absent from evidence")
-    if sub == "inconsistency":
-        hist_keys = number_keys(history)
-        changed_from_history = bool(number_keys(orig) & hist_keys - number_keys(new))
-        return ((bool(added_keys) and not (added_keys & hist_keys) and changed_from_history) or _pair_in(diff, TERM_SET | MODIFIER_SET, wide),
-                "restates an earlier statement differently")
-    if sub == "modifier_change":
-        return (_pair_in(diff, MODIFIER_SET, wide), f"modifier flipped: {diff[:2]}")
-    if sub == "financial_term_misunderstanding":
-        return (_pair_in(diff, TERM_SET, wide), f"term swapped: {diff[:2]}")
-    if sub == "fabricated_detail":
-        added = [s for s in split_sentences(new) if s not in orig]
-        unsupported = [s for s in added if not contains_normalized(ev, s) and (number_keys(s) - ev_keys or not content_words(s))]
-        return (bool(unsupported), "adds a specific detail the evidence lacks")
-    if sub == "subjective_opinion":
-        added = [s for s in split_sentences(new) if s not in orig]
-        return (any(_OPINION_MARKERS.search(s) and not contains_normalized(ev, s) for s in added), "adds an opinion")
-    if sub == "condition_not_satisfied":
-        # The answer's value is gone and every number now stated is one the evidence gives (for another condition).
-        gone = number_keys(orig) - number_keys(new)
-        return (bool(gone) and number_keys(new) <= ev_keys and not contains_normalized(new, turn["answer"]),
-                "states a value the evidence gives for another condition")
-    if sub in ("question_misunderstanding", "off_topic_drift"):
-        return (not contains_normalized(new, turn["answer"]) and not contains_normalized(new, turn["clue_text"]),
-                "does not answer the question asked")
-    return False, f"no check for {typ}/{sub}"
-
-
-def _broken_particle(text: str) -> bool:
-    """A doubled particle (원금을를, 한도는은). 이가 only after a batchim syllable (원금이가), since
-    a noun ending in 이 takes 가 naturally (금리 차이가, 나이가)."""
-    if re.search(r"(을를|를을|은는|는은|가이)\b", text):
-        return True
-    return any(has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이가\b", text))
-
-
-def naturalness(orig: str, new: str, hallu_type: str) -> tuple[int, list[str]]:
-    issues = []
-    if re.search(r"\s{2,}", new):
-        issues.append("double space")
-    if _broken_particle(new):
-        issues.append("broken particle")
-    if not new.strip().endswith((".", "다", "요", "!", "?", ")")):
-        issues.append("no sentence ending")
-    if hallu_type not in ("false_refusal", "false_acceptance"):
-        ratio = len(new) / max(1, len(orig))
-        if not 0.4 <= ratio <= 2.5:
-            issues.append(f"length ratio {ratio:.2f}")
-    return max(1, 3 - len(issues)), issues
+@operation("judge_injection", InjectionScores)
+def judge_injection(hallu_type: str, subtype: str | None, original: str, injected: str, evidence: list[str],
+                    history: str, turn: dict, lang: str, max_edit_words: int = 4) -> InjectionScores:
+    inj = {"original_response": original, "injected_response": injected, "hallu_type": hallu_type,
+           "hallu_subtype": subtype}
+    ok, why = verify_label(inj, turn, evidence, history)
+    nat, issues = naturalness(original, injected, hallu_type)
+    reasons = [] if ok else [f"label not verified: {why}"]
+    appropriateness = 3 if ok else 1
+    if ok and subtype in MINIMAL_EDIT_SUBTYPES:
+        words = edit_distance(original, injected)[1]
+        if words > max_edit_words:
+            appropriateness = 2
+            reasons.append(f"edit of {words} words is not minimal")
+    reasons += [f"naturalness: {i}" for i in issues]
+    return InjectionScores(appropriateness=appropriateness, naturalness=nat, reasons=reasons)
 
 
 def run_injection_qc(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: InjectionQCConfig = ctx.config
+    llm = LLMRouter(ctx.roles)
     passages = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
     turns = {t["turn_id"]: t for t in inputs["turns"].iter_rows(named=True)}
     history: dict[str, list[dict]] = {}
     for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
         history.setdefault(t["dialogue_id"], []).append(t)
     rows = []
-    inj_rows = list(inputs["injections"].iter_rows(named=True))
-    for n, inj in enumerate(inj_rows):
+    inj_rows = list(inputs["injections"].sort("injection_id").iter_rows(named=True))
+    judge = JUDGE if llm.is_offline("injection_judge") else llm.backend("injection_judge")
+    calls = []
+    for inj in inj_rows:
         turn = turns[inj["turn_id"]]
-        evidence = [passages[c["passage_id"]] for c in inj["injected_context"]]
-        hist = "\n".join(f"{t['query']}\n{t['response']}" for t in history[inj["dialogue_id"]] if t["turn_index"] < inj["turn_index"])
-        ok, why = verify_label(inj, turn, evidence, hist)
-        nat, issues = naturalness(inj["original_response"], inj["injected_response"], inj["hallu_type"])
-        reasons = ([] if ok else [f"label not verified: {why}"]) + ([f"naturalness {nat}: {', '.join(issues)}"] if nat < cfg.min_naturalness else [])
-        rows.append({"injection_id": inj["injection_id"], "appropriate": ok, "naturalness": nat,
-                     "passed": ok and nat >= cfg.min_naturalness, "reasons": reasons, "judge": JUDGE})
+        hist = "\n".join(f"{t['query']}\n{t['response']}" for t in history[inj["dialogue_id"]]
+                         if t["turn_index"] < inj["turn_index"])
+        calls.append(dict(hallu_type=inj["hallu_type"], subtype=inj["hallu_subtype"],
+                          original=inj["original_response"], injected=inj["injected_response"],
+                          evidence=[passages[c["passage_id"]] for c in inj["injected_context"]], history=hist,
+                          turn={k: turn[k] for k in ("answerable", "clue_text", "answer")},
+                          lang="ko" if re.search("[가-힣]", inj["original_response"]) else "en",
+                          max_edit_words=cfg.max_minimal_edit_words))
+    verdicts = llm.call_many("injection_judge", "judge_injection", calls)
+    for n, (inj, s) in enumerate(zip(inj_rows, verdicts)):
+        if s is None:  # no valid judgement (recorded in llm_calls): scored lowest, so the item is dropped
+            s = InjectionScores(appropriateness=1, naturalness=1, reasons=["judge: no valid judgement (LLM call failed)"])
+        appropriate = s.appropriateness >= cfg.min_appropriateness
+        natural = s.naturalness >= cfg.min_naturalness
+        reasons = ([] if appropriate else [f"appropriateness {s.appropriateness} < {cfg.min_appropriateness}"]) + \
+                  ([] if natural else [f"naturalness {s.naturalness} < {cfg.min_naturalness}"])
+        if reasons:
+            reasons += s.reasons
+        rows.append({"injection_id": inj["injection_id"], "appropriate": appropriate, "naturalness": s.naturalness,
+                     "appropriateness": s.appropriateness, "passed": appropriate and natural, "reasons": reasons,
+                     "judge": judge})
         ctx.progress(n + 1, len(inj_rows))
     return {"injection_qc": rows_frame(rows, "injection_id", schema_overrides={"reasons": pl.List(pl.String)})}

@@ -2,13 +2,16 @@
 
 An injector gets a TurnView (the faithful turn, its history and evidence) and a seeded RNG
 and returns an Injected edit for one of its subtypes, or None when the turn cannot carry it.
+The inject stage reaches every injector through its LLM operation (`inject_<type>`, see
+ops.py): the rules backend of that operation rebuilds the TurnView from the operation's plain
+inputs (`TurnView.payload()`) and calls the registered injector.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from finhallu.registry import load_plugins
 
@@ -29,10 +32,43 @@ class TurnView:
     doc_id: str
     variant: str  # injector name, e.g. rules_a / rules_b: selects phrasing banks
     passages: dict[str, dict] = field(default_factory=dict)
+    entities: Any = None  # an entities.EntityInventory of the turn's split and language (entity_error)
 
     @property
     def history_text(self) -> str:
         return "\n".join(f"{t['query']}\n{t['response']}" for t in self.history)
+
+    @property
+    def theme(self) -> str:
+        """What the dialogue is about: its opening question and the current one."""
+        first = self.history[0]["standalone_query"] if self.history and "standalone_query" in self.history[0] else ""
+        return f"{first} {self.turn.get('standalone_query') or ''}".strip()
+
+    _TURN_KEYS = ("turn_id", "turn_index", "kind", "response", "answerable", "answer", "clue_text", "standalone_query",
+                  "query", "seed_id", "gold_passage_id")
+    _SEED_KEYS = ("seed_id", "passage_id", "question", "answer", "clue_text", "qa_kind")
+
+    def payload(self) -> dict:
+        """The view as plain JSON-able operation inputs (what an LLM prompt and the cache key see)."""
+        pick = lambda row, keys: {k: row.get(k) for k in keys}  # noqa: E731
+        return {
+            "turn": pick(self.turn, self._TURN_KEYS),
+            "history": [{"query": t["query"], "response": t["response"], "standalone_query": t.get("standalone_query")}
+                        for t in self.history],
+            "evidence": list(self.evidence), "gold_text": self.gold_text,
+            "other_context": [{"passage_id": p["passage_id"], "text": p["text"], "doc_id": p["doc_id"]}
+                              for p in self.other_context],
+            "sibling_seeds": [pick(s, self._SEED_KEYS) for s in self.sibling_seeds],
+            "hard_negatives": list(self.hard_negatives), "seed": pick(self.seed, self._SEED_KEYS),
+            "doc_id": self.doc_id, "variant": self.variant, "lang": self.lang,
+        }
+
+    @classmethod
+    def from_payload(cls, p: dict) -> "TurnView":
+        return cls(turn=dict(p["turn"]), history=list(p["history"]), lang=p["lang"], evidence=list(p["evidence"]),
+                   gold_text=p["gold_text"], other_context=list(p["other_context"]), sibling_seeds=list(p["sibling_seeds"]),
+                   hard_negatives=list(p["hard_negatives"]), seed=dict(p["seed"]), doc_id=p["doc_id"],
+                   variant=p["variant"])
 
 
 @dataclass
@@ -43,6 +79,7 @@ class Injected:
     context: list[dict] | None = None  # replaced context (False Acceptance)
     counterpart: str | None = None  # faithful counterpart response when it is not the original
     counterpart_label: str = "faithful_answer"
+    strategy: str = "rules"  # how it was made (entity_error: "embedding/theme"; off_topic_drift: "same_document")
 
 
 @dataclass(frozen=True)
@@ -50,7 +87,7 @@ class TypeInjector:
     name: str
     subtypes: tuple[str, ...]
     inject: Callable[[TurnView, str | None, random.Random], Injected | None]  # (view, subtype, rng)
-    prefers: Callable[[TurnView], float]  # how well a turn suits this type (turn choice by type)
+    prefers: Callable[[TurnView, str | None], float]  # how well a turn suits (type, subtype): turn choice by type
 
 
 def register_injector(name: str, subtypes: tuple[str, ...], prefers):
@@ -62,5 +99,5 @@ def register_injector(name: str, subtypes: tuple[str, ...], prefers):
 
 
 def load_injectors() -> dict[str, TypeInjector]:
-    load_plugins(__name__, helpers=("lexicon", "edits"))
+    load_plugins(__name__, helpers=("lexicon", "edits", "verify"))
     return INJECTORS

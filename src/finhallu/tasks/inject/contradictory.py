@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
+from finhallu.tasks.inject import entities
 from finhallu.tasks.inject.edits import change_number, swap_first
 from finhallu.tasks.inject.lexicon import MODIFIERS, TERMS
 from finhallu.tasks.textnorm import find_numbers, number_keys, normalize
@@ -47,12 +48,14 @@ def _swap(view: TurnView, lexicon: dict, subtype: str) -> Injected | None:
 
 
 def inconsistency(view: TurnView, rng: random.Random) -> Injected | None:
-    """Reconfirm turns: the reconfirmation states something other than what was said before."""
-    if view.turn["kind"] != "reconfirm":
+    """A turn that restates something the assistant said earlier (a reconfirm turn, or any turn
+    repeating an earlier number or term) now states it differently: it contradicts the history."""
+    if not view.history:
         return None
     resp = view.turn["response"]
-    said = number_keys(view.history_text)
-    forbidden = said | _evidence_keys(view)
+    said_text = "\n".join(t["response"] for t in view.history)
+    said = number_keys(said_text)
+    forbidden = number_keys(view.history_text) | _evidence_keys(view)
     # Prefer the reconfirmed answer itself over incidental numbers ("1인당").
     answer_keys = number_keys(view.turn.get("answer") or "")
     spans = sorted(find_numbers(resp), key=lambda s: (not (number_keys(s.raw) & answer_keys), s.start))
@@ -62,7 +65,7 @@ def inconsistency(view: TurnView, rng: random.Random) -> Injected | None:
             if new:
                 return Injected("inconsistency", new, f"{span.raw} (as said earlier) -> changed")
     out = swap_first(resp, TERMS[view.lang] + MODIFIERS[view.lang], view.lang)
-    if out and out[1] in view.history_text:
+    if out and out[1] in said_text:
         return Injected("inconsistency", out[0], f"{out[1]} (as said earlier) -> {out[2]}")
     return None
 
@@ -72,13 +75,30 @@ _SUBTYPES = {
     "modifier_change": lambda v, rng: _swap(v, MODIFIERS, "modifier_change"),
     "financial_term_misunderstanding": lambda v, rng: _swap(v, TERMS, "financial_term_misunderstanding"),
     "inconsistency": inconsistency,
+    # direct use (tests, feasibility): embedding-space replacement, uniform selection; the inject
+    # stage calls entities.perturb with the configured strategy and selection itself
+    "entity_error": lambda v, rng: entities.perturb(v, rng),
 }
 
 
-def _prefers(view: TurnView) -> float:
+def _restated(view: TurnView) -> int:
+    """How many of the response's numbers and lexicon terms the assistant already stated."""
+    said = "\n".join(t["response"] for t in view.history)
     resp = view.turn["response"]
-    score = len(find_numbers(resp)) + sum(1 for a, _ in TERMS[view.lang] if a in resp)
-    return score + (3 if view.turn["kind"] == "reconfirm" else 0)
+    return len(number_keys(resp) & number_keys(said)) + sum(1 for a, _ in TERMS[view.lang] + MODIFIERS[view.lang]
+                                                            if a in resp and a in said)
+
+
+def _prefers(view: TurnView, subtype: str | None = None) -> float:
+    """Turn choice by type: dense in numbers or financial terms; Inconsistency: turns restating
+    earlier statements (reconfirm turns first); entity_error: turns naming entities."""
+    resp = view.turn["response"]
+    dense = len(find_numbers(resp)) + sum(1 for a, _ in TERMS[view.lang] if a in resp)
+    if subtype == "inconsistency":
+        return 3 * (view.turn["kind"] == "reconfirm") + _restated(view)
+    if subtype == "entity_error" and view.entities is not None:
+        return len(view.entities.in_response(resp)) + 0.1 * dense
+    return dense + (1 if view.turn["kind"] == "reconfirm" else 0)
 
 
 @register_injector("contradictory", tuple(_SUBTYPES), _prefers)

@@ -16,7 +16,7 @@ from finhallu.tasks.textnorm import particle
 MIN_HARD_NEGATIVES = 3
 
 
-@register_injector("false_acceptance", (), prefers=lambda v: float(len(v.hard_negatives)) + (5 if not v.turn["answerable"] else 0))
+@register_injector("false_acceptance", (), prefers=lambda v, subtype=None: float(len(v.hard_negatives)) + (5 if not v.turn["answerable"] else 0))
 def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected | None:
     turn = view.turn
     if turn["kind"] == "reconfirm":

@@ -8,7 +8,7 @@ from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.responses import refuse_turn
 
 
-@register_injector("false_refusal", (), prefers=lambda v: 1.0)
+@register_injector("false_refusal", (), prefers=lambda v, subtype=None: 1.0)
 def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected | None:
     if not view.turn["answerable"] or view.gold_text is None:
         return None

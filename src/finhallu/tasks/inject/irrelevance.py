@@ -20,22 +20,35 @@ def _is_range(clue: str, a, b) -> bool:
     return len(between) <= 8 and bool(_RANGE_LINK.search(between) or "부터" in between or "~" in between)
 
 
+def _parallel(clue: str, a, b, max_gap: int = 30) -> bool:
+    """Two values listed side by side for different conditions ("은행권 40%, 비은행권 50%", table cells):
+    a separator between them, close together, and not the two ends of one range."""
+    first, second = (a, b) if a.start < b.start else (b, a)
+    between = clue[first.end:second.start]
+    return len(between) <= max_gap and bool(re.search(r"[,|·/、]", between)) and not _is_range(clue, a, b)
+
+
 def condition_not_satisfied(view: TurnView, rng: random.Random) -> Injected | None:
-    """The clue states values under several conditions; answer with the value of another condition."""
+    """The clue states the asked value beside values for other conditions; answer with one of those."""
     clue = view.turn.get("clue_text") or ""
     resp = view.turn["response"]
     answer_keys = number_keys(view.turn.get("answer") or "")
     clue_nums = find_numbers(clue)
     for span in find_numbers(resp):
         key = number_keys(span.raw)
-        if not key or not (key & answer_keys or not answer_keys):
-            continue
+        if not span.unit or not key or not (key & answer_keys):
+            continue  # only the asked value itself, with its unit (years and counts of other things stay)
         mine = next((c for c in clue_nums if number_keys(c.raw) == key), None)
+        if mine is None:
+            continue
         others = [c for c in clue_nums if c.unit == span.unit and number_keys(c.raw) and not (number_keys(c.raw) & key)
-                  and not (mine is not None and _is_range(clue, mine, c))]
+                  and _parallel(clue, mine, c)]
         if not others:
             continue
-        other = rng.choice(others)
+        # the adjacent condition's value (the nearest listed one; ties broken by the seed)
+        gap = lambda c: c.start - mine.end if c.start > mine.start else mine.start - c.end  # noqa: E731
+        nearest = min(gap(c) for c in others)
+        other = rng.choice([c for c in others if gap(c) == nearest])
         new = resp[: span.start] + other.raw + resp[span.end:]
         return Injected("condition_not_satisfied", new,
                         f"{span.raw} -> {other.raw} (the value stated for another condition, {format_decimal(other.value)})")
@@ -51,27 +64,44 @@ def question_misunderstanding(view: TurnView, rng: random.Random) -> Injected | 
     if not siblings or view.gold_text is None:
         return None
     s = rng.choice(siblings)
+    # a supporting sentence when the original has one, so the length does not give the label away
+    support = 1.0 if len(split_sentences(view.turn["response"])) >= 2 else 0.0
     out = answer_turn(question=s["question"], passage=view.gold_text, clue=s["clue_text"], answer=s["answer"],
-                      qa_kind=s["qa_kind"], lang=view.lang, rng_seed=rng.randrange(2**31), support_probability=0.0)
+                      qa_kind=s["qa_kind"], lang=view.lang, rng_seed=rng.randrange(2**31), support_probability=support)
     if contains_normalized(out.response, answer):
         return None
     return Injected("question_misunderstanding", out.response, f"answers instead: {s['question']}")
 
 
+def _drift_sentences(text: str, view: TurnView) -> list[str]:
+    answer, clue = view.turn.get("answer") or "", view.turn.get("clue_text")
+    return [s for s in split_sentences(text) if "|" not in s and 20 <= len(s) <= 200
+            and not contains_normalized(s, answer) and not contains_normalized(s, clue)
+            and not contains_normalized(view.turn["response"], s)]
+
+
 def off_topic_drift(view: TurnView, rng: random.Random) -> Injected | None:
-    """Start on the question's topic, then drift to another document's content."""
-    answer = view.turn.get("answer") or ""
+    """Start on the question's topic, then drift: to another document's content, or (the hard
+    variant) to adjacent information of the same document that does not answer the question."""
     others = [p for p in view.other_context if p["doc_id"] != view.doc_id]
-    rng.shuffle(others)
-    for p in others:
-        sents = [s for s in split_sentences(p["text"]) if not s.startswith("|") and 20 <= len(s) <= 200
-                 and not contains_normalized(s, answer) and not contains_normalized(s, view.turn.get("clue_text"))]
-        if sents:
-            drift = rng.choice(sents)
-            # keep the original's discourse opener so only the content drifts
-            lead = next((o for o in OPENERS[view.lang] if o and view.turn["response"].startswith(o)), "")
-            return Injected("off_topic_drift", (lead + drift).strip(), f"drifts to {p['passage_id']}: {drift}")
-    return None
+    same = [p for p in view.other_context if p["doc_id"] == view.doc_id]
+    pools = {
+        "other_document": [(p["passage_id"], s) for p in others for s in _drift_sentences(p["text"], view)],
+        "same_document": [(p["passage_id"], s) for p in same for s in _drift_sentences(p["text"], view)]
+        + [(view.seed.get("passage_id"), s) for s in _drift_sentences(view.gold_text or "", view)],
+    }
+    kinds = [k for k in ("same_document", "other_document") if pools[k]]
+    if not kinds:
+        return None
+    kind = rng.choice(kinds)
+    pid, drift = rng.choice(pools[kind])
+    if len(split_sentences(view.turn["response"])) >= 2:  # drift as long as the original runs
+        more = [s for p, s in pools[kind] if p == pid and s != drift]
+        if more:
+            drift = drift + " " + more[0]
+    # keep the original's discourse opener so only the content drifts
+    lead = next((o for o in OPENERS[view.lang] if o and view.turn["response"].startswith(o)), "")
+    return Injected("off_topic_drift", (lead + drift).strip(), f"drifts to {pid}: {drift}", strategy=kind)
 
 
 _SUBTYPES = {
@@ -79,11 +109,15 @@ _SUBTYPES = {
     "question_misunderstanding": question_misunderstanding,
     "off_topic_drift": off_topic_drift,
 }
+_CONDITION_WORDS = ("경우", "이상", "이하", "미만", "초과", "다만", "단,", "if ", "unless", "except")
 
 
-def _prefers(view: TurnView) -> float:
+def _prefers(view: TurnView, subtype: str | None = None) -> float:
+    """Turns with conditions or multi-aspect answers: several values, condition words, several sentences."""
     clue = view.turn.get("clue_text") or ""
-    return len(find_numbers(clue)) + (2 if any(w in clue for w in ("경우", "이상", "이하", "미만", "초과", "if ", "unless")) else 0)
+    resp = view.turn["response"]
+    return (len(find_numbers(clue)) + 2 * any(w in clue for w in _CONDITION_WORDS)
+            + 0.5 * (len(split_sentences(resp)) - 1) + 0.5 * clue.count(","))
 
 
 @register_injector("irrelevance", tuple(_SUBTYPES), _prefers)

@@ -32,15 +32,19 @@ def _fill(template: str, lang: str, rng: random.Random) -> str:
     return template.format(**values)
 
 
-def _place(response: str, sentence: str) -> tuple[str, str]:
+def _place(response: str, sentence: str, rng: random.Random) -> tuple[str, str]:
+    """Replace the trailing supporting sentence, or insert before it (seeded, half each: the
+    response's length then says nothing about the label); a one-sentence answer gets it appended."""
     sents = split_sentences(response)
     if len(sents) >= 2:
-        return " ".join(sents[:-1] + [sentence]), f"replaced supporting sentence with: {sentence}"
+        if rng.random() < 0.5:
+            return " ".join(sents[:-1] + [sentence]), f"replaced supporting sentence with: {sentence}"
+        return " ".join(sents[:-1] + [sentence, sents[-1]]), f"inserted: {sentence}"
     return response.rstrip() + " " + sentence, f"added: {sentence}"
 
 
 @register_injector("unverifiable", ("fabricated_detail", "subjective_opinion"),
-                   prefers=lambda v: 1.0 + len(split_sentences(v.turn["response"])))
+                   prefers=lambda v, subtype=None: 1.0 + len(split_sentences(v.turn["response"])))
 def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected | None:
     if not view.turn["answerable"]:
         return None
@@ -49,11 +53,11 @@ def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected 
         for _ in range(6):
             sent = _fill(rng.choice(_bank(FABRICATED[view.lang], view.variant)), view.lang, rng)
             if not (number_keys(sent) & evidence_keys):
-                new, edit = _place(view.turn["response"], sent)
+                new, edit = _place(view.turn["response"], sent, rng)
                 return Injected("fabricated_detail", new, edit)
         return None
     if subtype == "subjective_opinion":
         sent = rng.choice(_bank(OPINIONS[view.lang], view.variant))
-        new, edit = _place(view.turn["response"], sent)
+        new, edit = _place(view.turn["response"], sent, rng)
         return Injected("subjective_opinion", new, edit)
     return None

@@ -1,0 +1,298 @@
+"""Faithful dialogue simulation (tasks/dialogues.py, tasks/responses.py) and the dialogue judge (tasks/judge.py).
+
+A small hand-written corpus: one document whose passage holds more facts than its shipped
+questions ask (so the user must write new questions), an unrelated document, and filler passages
+that serve as hard negatives.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+import pytest
+
+from finhallu.config import DialogueConfig, DialogueQCConfig
+from finhallu.tasks import dialogues, judge
+from finhallu.tasks.base import StageContext
+from finhallu.tasks.responses import (answer_turn, choose_next_question, is_refusal, reconfirm_query, refuse_turn,
+                                      rewrite_query, table_sentence, topic_of, write_question)
+from finhallu.tasks.textnorm import contains_normalized, number_keys
+
+PA = ("예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 예금을 보호합니다. "
+      "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다. "
+      "예금보험금은 지급 공고일부터 5년 이내에 청구해야 합니다. "
+      "가지급금은 1인당 최대 2천만 원까지 먼저 받을 수 있습니다. "
+      "외화예금도 보호 대상에 포함됩니다. "
+      "보험계약자는 청약일부터 30일 이내에 청약을 철회할 수 있습니다.")
+PB = "신용카드 가맹점 수수료는 카드 결제 금액에 수수료율을 곱해 산정됩니다. 영세가맹점의 체크카드 수수료율은 0.15%입니다."
+FILLER = ["주택연금은 집을 담보로 평생 매달 연금을 받는 제도입니다.", "펀드의 투자위험등급은 6단계로 나뉩니다.",
+          "자동차보험 대차료는 동급 차량의 최저 대여요금을 기준으로 합니다."]
+TABLE = ("결제수단별 공제율은 다음과 같습니다.\n결제수단 | 공제율\n신용카드 | 15%\n체크카드·현금영수증 | 30%\n"
+         "연 매출액 | 신용카드 | 체크카드\n3억 원 이하 | 0.40% | 0.15%")
+
+
+def _frames() -> dict[str, pl.DataFrame]:
+    docs = pl.DataFrame([
+        {"doc_id": "A", "source": "aihub", "institution": "예금보험공사", "lang": "ko", "split": "train"},
+        {"doc_id": "B", "source": "aihub", "institution": "여신금융협회", "lang": "ko", "split": "train"},
+        {"doc_id": "F", "source": "aihub", "institution": "기타", "lang": "ko", "split": "train"},
+    ])
+    passages = pl.DataFrame([{"passage_id": "pA", "doc_id": "A", "text": PA}, {"passage_id": "pB", "doc_id": "B", "text": PB}]
+                            + [{"passage_id": f"pF{i}", "doc_id": "F", "text": t} for i, t in enumerate(FILLER)])
+    sents = PA.split(". ")
+    seed = lambda sid, pid, doc, q, a, clue, kind="span", ok=True: {  # noqa: E731
+        "seed_id": sid, "passage_id": pid, "doc_id": doc, "split": "train", "lang": "ko", "question": q, "answer": a,
+        "clue_text": clue, "qa_kind": kind, "answerable": ok, "source": "aihub"}
+    seeds = pl.DataFrame([
+        seed("s1", "pA", "A", "예금자보호 한도는 1인당 얼마인가요?", "1억 원", sents[0] + "."),
+        seed("s2", "pA", "A", "외화예금도 예금자보호 대상인가요?", "예", "외화예금도 보호 대상에 포함됩니다.", "yesno"),
+        seed("s3", "pA", "A", "예금보험금은 지급 공고일부터 언제까지 청구해야 하나요?", "5년 이내", sents[2] + "."),
+        seed("s4", "pA", "A", "예금자보호 제도의 예금 이자율 상한은 몇 %인가요?", "3%", None, "unanswerable", False),
+        seed("b1", "pB", "B", "영세가맹점의 체크카드 수수료율은 얼마인가요?", "0.15%", "영세가맹점의 체크카드 수수료율은 0.15%입니다."),
+    ])
+    ret = []
+    for s in seeds.iter_rows(named=True):
+        order = [s["passage_id"]] + [p for p in ("pA", "pB", "pF0", "pF1", "pF2") if p != s["passage_id"]]
+        ret += [{"seed_id": s["seed_id"], "rank": r + 1, "passage_id": p, "score": 1.0 - r / 10,
+                 "is_gold": p == s["passage_id"] and s["answerable"], "is_positive": False} for r, p in enumerate(order)]
+    negs = [{"seed_id": "s4", "passage_id": p, "candidate_rank": i + 1, "is_hard_negative": True}
+            for i, p in enumerate(["pB", "pF0", "pF1", "pF2"])]
+    return {"documents": docs, "passages": passages, "qa_seeds": seeds, "retrievals": pl.DataFrame(ret),
+            "hard_negatives": pl.DataFrame(negs)}
+
+
+def _run(frames, seed: int = 7, **cfg):
+    ctx = StageContext(stage="dialogues", config=DialogueConfig(**{"dialogues_per_document": 3, **cfg}), seed=seed)
+    return dialogues.run(frames, ctx)
+
+
+@pytest.fixture(scope="module")
+def built():
+    frames = _frames()
+    return frames, _run(frames)
+
+
+def test_dialogues_have_4_to_8_turns_and_rerun_identically(built):
+    frames, out = built
+    d, t = out["dialogues"], out["turns"]
+    assert d.height >= 3 and d["n_turns"].is_between(4, 8).all()
+    assert t.group_by("dialogue_id").len().join(d, on="dialogue_id").filter(pl.col("len") != pl.col("n_turns")).height == 0
+    again = _run(frames)
+    assert again["turns"].equals(t) and again["dialogues"].equals(d)
+    assert not _run(frames, seed=8)["turns"].equals(t)  # the seed matters
+
+
+def test_user_writes_a_new_question_when_no_candidate_fits(built):
+    frames, out = built
+    gen = out["turns"].filter(pl.col("origin") == "generated")
+    assert gen.height > 0
+    shipped = set(frames["qa_seeds"]["question"])
+    for r in gen.iter_rows(named=True):
+        assert r["standalone_query"] not in shipped and r["standalone_query"].endswith("?")
+        assert contains_normalized(PA, r["clue_text"]) and contains_normalized(r["clue_text"], r["answer"])
+        assert contains_normalized(r["response"], r["answer"])  # the assistant answers it from the passage
+        assert r["gold_passage_id"] == "pA"
+    # the unrelated document's question never follows a question of document A
+    seeds_a = set(frames["qa_seeds"].filter(pl.col("doc_id") == "A")["seed_id"])
+    for did in out["dialogues"].filter(pl.col("doc_id") == "A")["dialogue_id"]:
+        assert set(out["turns"].filter(pl.col("dialogue_id") == did)["seed_id"]) <= seeds_a
+
+
+def test_reconfirm_turns_come_after_turn_4_and_point_back(built):
+    _, out = built
+    t = out["turns"]
+    rec = t.filter(pl.col("kind") == "reconfirm")
+    assert rec.height > 0
+    for r in rec.iter_rows(named=True):
+        assert r["turn_index"] >= 5 and 1 <= r["reconfirms_turn"] < r["turn_index"]
+        earlier = t.filter((pl.col("dialogue_id") == r["dialogue_id"]) & (pl.col("turn_index") == r["reconfirms_turn"])).row(0, named=True)
+        assert r["standalone_query"] == earlier["standalone_query"]
+        assert r["response"].startswith(("네", "맞습니다"))
+
+
+def test_turns_answer_from_the_gold_passage_and_refuse_over_hard_negatives(built):
+    _, out = built
+    for r in out["turns"].iter_rows(named=True):
+        if r["answerable"]:
+            assert {"passage_id": r["gold_passage_id"], "role": "gold"} in r["context"]
+            assert not is_refusal(r["response"]) and number_keys(r["response"]) <= number_keys(PA + PB)
+        else:
+            assert is_refusal(r["response"]) and all(c["role"] == "hard_negative" for c in r["context"])
+
+
+def test_the_judge_keeps_the_simulated_dialogues(built):
+    frames, out = built
+    inputs = {**out, "passages": frames["passages"], "qa_seeds": frames["qa_seeds"]}
+    qc = judge.run_dialogue_qc(inputs, StageContext(stage="dialogue_qc", config=DialogueQCConfig(), seed=1))["dialogue_qc"]
+    assert qc["passed"].all(), qc.filter(~pl.col("passed"))["reasons"].to_list()
+
+
+# ---- the assistant's answers ----------------------------------------------------------------------
+@pytest.mark.parametrize("row,answer,expected", [
+    ("체크카드·현금영수증 | 30%", "30%", "체크카드·현금영수증의 공제율은 30%입니다."),
+    ("3억 원 이하 | 0.40% | 0.15%", "0.15%", "체크카드 기준 연 매출액 3억 원 이하는 0.15%입니다."),
+])
+def test_table_rows_are_stated_as_sentences(row, answer, expected):
+    assert table_sentence(TABLE, row, answer, "ko") == expected
+    out = answer_turn("질문", TABLE, row, answer, "table", "ko", rng_seed=3, support_probability=0.0)
+    assert "|" not in out.response and out.response.endswith(expected)
+
+
+def test_markdown_rows_and_multi_row_clues():
+    md = "(in millions)\n| Item | 2024 | 2023 |\n| --- | --- | --- |\n| Net income | 412 | 388 |"
+    assert table_sentence(md, "| Net income | 412 | 388 |", "388", "en") == "Net income was 388 (in millions) (2023)."
+    two_rows = "신용카드 | 15%\n체크카드·현금영수증 | 30%"
+    out = answer_turn("공제율은?", TABLE, two_rows, "15%", "table", "ko", rng_seed=1, support_probability=0.0)
+    assert "|" not in out.response and "신용카드의 공제율은 15%입니다." in out.response and "30%" in out.response
+
+
+def test_answers_drop_connectives_and_keep_yes_no_polarity():
+    out = answer_turn("외화예금도 보호되나요?", PA, "또한 외화예금도 보호 대상에 포함됩니다.", "예", "yesno", "ko", 2, 0.0)
+    assert re.match(r"^(네|예), 외화예금도", out.response)
+    no = answer_turn("한도가 5천만 원인가요?", PA, PA.split(". ")[0] + ".", "아니오", "yesno", "ko", 2, 0.0)
+    assert no.response.startswith(("아니요, ", "아닙니다. "))
+
+
+def test_refusals_are_recognised_but_answers_mentioning_missing_information_are_not():
+    for seed in range(8):
+        assert is_refusal(refuse_turn("예금자보호 한도는 얼마인가요?", "ko", seed).text)
+        assert is_refusal(refuse_turn("What was net income?", "en", seed).text)
+    assert not is_refusal("새로 가맹점이 된 사업자는 매출 정보가 없어 처음에는 업종 평균 수수료율을 적용받습니다.")
+
+
+# ---- the user's utterances ----------------------------------------------------------------------
+def test_rewrites_use_ellipsis_or_coreference_without_breaking_words():
+    assert rewrite_query("한국은행의 현재 물가안정목표는 몇 퍼센트인가요?", "한국은행 보고서는 언제 나오나요?", "ko", 1).text \
+        == "현재 물가안정목표는 몇 퍼센트인가요?"
+    assert rewrite_query("주택연금 수시인출금은 어떤 용도로 쓸 수 있나요?", "주택연금 초기증액형은?", "ko", 1).text \
+        == "수시인출금은 어떤 용도로 쓸 수 있나요?"
+    co = rewrite_query("현금서비스는 보통 다음 결제일에 갚나요?", "현금서비스 금리는?", "ko", 1).text
+    assert co.split()[0] in ("그건", "이건") and co.endswith("다음 결제일에 갚나요?")
+    for seed in range(20):
+        for q, prev in [("스트레스 DSR 2단계는 언제부터 시행되었나요?", "펀드 위험등급 2단계는?"),
+                        ("총급여가 7,000만 원을 넘으면 기본 한도는 얼마인가요?", "총급여 기준 한도는?"),
+                        ("최근 가계대출 증가를 이끈 것은 신용대출인가요?", "가계대출 통계는?")]:
+            text = rewrite_query(q, prev, "ko", seed).text
+            assert not re.search(r"[0-9가-힣](그건|그게|그걸|이건)", text), text  # no glued pronoun ("2그건")
+            assert not judge._copula_error(text), text  # "신용대출예요" / "무엇예요" never
+            assert text.endswith("?")
+
+
+def test_reconfirm_questions_say_what_they_reconfirm():
+    value = reconfirm_query("상조회사로 등록하려면 자본금이 얼마 이상이어야 하나요?", "15억 원 이상", "ko", 0).text
+    assert "15억 원 이상" in value and "상조회사" in value and "자본금" in value
+    yesno = reconfirm_query("시가 9억 원이 넘는 주택을 가진 사람도 HF 전세자금보증을 이용할 수 있나요?", "아니오", "ko", 1).text
+    assert "'아니요'" in yesno and "HF 전세자금보증" in yesno
+    assert topic_of("예금자보호 한도는 얼마인가요?", "ko") == "예금자보호 한도"
+
+
+def test_write_question_asks_for_an_amount_of_an_unused_sentence():
+    for seed in range(10):
+        q = write_question(PA, ["예금자보호 한도는 1인당 얼마인가요?", PA.split(". ")[0] + "."], "ko", seed)
+        assert q.question.endswith("?") and q.answer and q.clue in PA and contains_normalized(q.clue, q.answer)
+        assert not contains_normalized(q.question, q.answer)
+        assert q.clue != PA.split(". ")[0] + "."
+    assert "얼마로" in write_question("한도는 5천만 원에서 1억 원으로 올랐습니다.", [], "ko", 5).question \
+        or "얼마에서" in write_question("한도는 5천만 원에서 1억 원으로 올랐습니다.", [], "ko", 5).question
+    assert write_question("이 문단에는 물을 만한 수치가 없습니다.", [], "ko", 1).question == ""
+    en = write_question("Total assets were $45.3 billion at year end.", [], "en", 1)
+    assert en.question == "How much were total assets at year end?" and en.answer == "$45.3 billion"
+
+
+def test_choose_next_question_keeps_the_flow():
+    cands = [{"question": "보험료 납입을 미루면 어떻게 되나요?", "same_document": False},
+             {"question": "예금자보호 한도는 1인당 얼마인가요?", "same_document": True},
+             {"question": "예금보험금은 언제까지 청구하나요?", "same_document": True}]
+    history = ["예금자보호 한도는 1인당 얼마예요?"]
+    picks = {choose_next_question("외화예금도 보호되나요?", history, cands, "ko", s).index for s in range(20)}
+    assert picks == {2}  # the paraphrase of an asked question and the unrelated document never
+    assert choose_next_question("외화예금도 보호되나요?", history, cands[:2], "ko", 1).index == -1
+
+
+# ---- the dialogue judge (Table 7 rubric) -------------------------------------------------------
+GOOD = [
+    {"turn_index": 1, "kind": "question", "reconfirms_turn": None, "query": "예금자보호 한도는 1인당 얼마인가요?",
+     "standalone_query": "예금자보호 한도는 1인당 얼마인가요?", "response": "예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 예금을 보호합니다.",
+     "answerable": True, "clue": PA.split(". ")[0] + ".", "answer": "1억 원", "gold_passage": PA, "doc": "A", "context": [PA, PB]},
+    {"turn_index": 2, "kind": "question", "reconfirms_turn": None, "query": "그럼 외화예금도 보호되나요?",
+     "standalone_query": "외화예금도 예금자보호 대상인가요?", "response": "네, 외화예금도 보호 대상에 포함됩니다.",
+     "answerable": True, "clue": "외화예금도 보호 대상에 포함됩니다.", "answer": "예", "gold_passage": PA, "doc": "A",
+     "context": [PB, PA]},
+    {"turn_index": 3, "kind": "question", "reconfirms_turn": None, "query": "예금보험금은 언제까지 청구해야 하나요?",
+     "standalone_query": "예금보험금은 지급 공고일부터 언제까지 청구해야 하나요?",
+     "response": "안내에 따르면 예금보험금은 지급 공고일부터 5년 이내에 청구해야 합니다.", "answerable": True,
+     "clue": PA.split(". ")[2] + ".", "answer": "5년 이내", "gold_passage": PA, "doc": "A", "context": [PA]},
+    {"turn_index": 4, "kind": "question", "reconfirms_turn": None, "query": "예금 이자율 상한은 몇 %인가요?",
+     "standalone_query": "예금자보호 제도의 예금 이자율 상한은 몇 %인가요?",
+     "response": "제공된 자료에서는 예금 이자율 상한에 관한 내용을 찾을 수 없어 정확한 답변을 드리기 어렵습니다.",
+     "answerable": False, "clue": None, "answer": "3%", "gold_passage": None, "doc": "A", "context": FILLER},
+    {"turn_index": 5, "kind": "reconfirm", "reconfirms_turn": 1, "query": "아까 예금자보호 한도 관련해서 1억 원이라고 하셨는데, 맞나요?",
+     "standalone_query": "예금자보호 한도는 1인당 얼마인가요?", "response": "네, 맞습니다. 예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 예금을 보호합니다.",
+     "answerable": True, "clue": PA.split(". ")[0] + ".", "answer": "1억 원", "gold_passage": PA, "doc": "A", "context": [PA]},
+]
+
+
+def _judge(turns):
+    s = judge.judge_dialogue(turns=turns, lang="ko")
+    return s, judge.threshold_failures(s, DialogueQCConfig())
+
+
+def _with(i: int, **change) -> list[dict]:
+    turns = [dict(t) for t in GOOD]
+    turns[i].update(change)
+    return turns
+
+
+def test_a_sound_dialogue_gets_full_marks():
+    s, failures = _judge(GOOD)
+    assert (s.answerability, s.plausibility, s.correctness, s.diversity, s.coherency) == (1.0, 3, 1.0, 3, 3), s.reasons
+    assert failures == []
+
+
+@pytest.mark.parametrize("turns,criterion,finding", [
+    # a question asked again (the same evidence, other words)
+    (_with(2, standalone_query="예금자보호 한도는 1인당 얼마예요?", query="한도는 1인당 얼마예요?", clue=PA.split(". ")[0] + ".",
+           answer="1억 원", response="1인당 1억 원까지 예금을 보호합니다."), "diversity", "asks again"),
+    # an answer the gold passage does not support: a number it never states
+    (_with(2, response="안내에 따르면 예금보험금은 지급 공고일부터 3년 이내에 청구해야 합니다."), "correctness", "absent from the gold passage"),
+    # ... or a sentence it does not hold
+    (_with(0, response="1인당 1억 원까지 보호합니다. 또한 증권사의 주식 투자 손실도 전액 보상받을 수 있습니다."), "correctness", "not supported"),
+    # a yes/no answer with the wrong polarity
+    (_with(1, response="아니요, 외화예금도 보호 대상에 포함됩니다."), "correctness", "where the passage says yes"),
+    # an answer to an unanswerable question
+    (_with(3, response="예금 이자율 상한은 3%입니다."), "correctness", "answers an unanswerable"),
+    # an incoherent topic jump: another document, no shared term
+    (_with(2, query="영세가맹점의 체크카드 수수료율은 얼마인가요?", standalone_query="영세가맹점의 체크카드 수수료율은 얼마인가요?",
+           response="영세가맹점의 체크카드 수수료율은 0.15%입니다.", clue="영세가맹점의 체크카드 수수료율은 0.15%입니다.",
+           answer="0.15%", gold_passage=PB, doc="B", context=[PB]), "coherency", "jumps to an unrelated topic"),
+    # broken rewrites in two of five utterances
+    (GOOD[:1] + [dict(GOOD[1], query="그럼 외화예금 2그건 보호되나요?"), dict(GOOD[2], query="예금보험금 청구 기한.")] + GOOD[3:],
+     "plausibility", "not a well-formed question"),
+    # a turn labelled answerable whose context lacks the evidence
+    (_with(2, context=[PB], gold_passage=PB), "answerability", "does not hold the evidence"),
+])
+def test_weak_dialogues_are_dropped_with_the_reason(turns, criterion, finding):
+    s, failures = _judge(turns)
+    assert any(f.startswith(criterion + " ") for f in failures), (failures, s.reasons)
+    assert any(finding in f for f in failures if f.startswith(criterion)), failures
+
+
+def test_plausibility_flags_broken_wording_and_unreferenced_reconfirmations():
+    turns = _with(1, query="그럼 외화예금도 보호 대상예요?")
+    turns = [dict(t) for t in turns]
+    turns[2]["query"] = "예금보험 2그건 언제까지 청구해야 하나요?"
+    s, failures = _judge(turns)
+    assert s.plausibility == 1 and sum("broken wording" in r for r in s.reasons) == 2
+    lost = _with(4, query="다시 한번 확인해 주시겠어요?")
+    s, _ = _judge(lost)
+    assert s.plausibility == 2 and any("does not say which earlier statement" in r for r in s.reasons)
+
+
+def test_a_related_document_change_is_a_soft_transition():
+    turns = _with(2, query="외화예금과 달리 가지급금은 얼마까지 먼저 받나요?",
+                  standalone_query="외화예금과 달리 가지급금은 1인당 얼마까지 먼저 받을 수 있나요?",
+                  response="가지급금은 1인당 최대 2천만 원까지 먼저 받을 수 있습니다.", clue="가지급금은 1인당 최대 2천만 원까지 먼저 받을 수 있습니다.",
+                  answer="2천만 원", doc="C")
+    s, failures = _judge(turns)
+    assert s.coherency == 2 and failures == [] and any("moves to another document" in r for r in s.reasons)
