@@ -1,5 +1,6 @@
-"""tasks/metrics: binary / multiclass metrics against sklearn, row-wise (bootstrap) calls, the
-stratified percentile bootstrap, and `evaluate` over small samples/detections frames."""
+"""tasks/metrics: binary / multiclass metrics against sklearn on randomized cases, weighted (bootstrap)
+calls against explicit resamples, the stratified percentile bootstrap, the threshold sweep, and
+`evaluate` over small samples/detections frames."""
 
 from __future__ import annotations
 
@@ -10,16 +11,21 @@ import polars as pl
 import pytest
 from sklearn.metrics import (
     accuracy_score,
+    average_precision_score,
     balanced_accuracy_score,
     f1_score,
+    matthews_corrcoef,
     precision_score,
     recall_score,
+    roc_auc_score,
 )
 
 from finhallu.config import MetricsConfig
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS, LABEL_BINARY
-from finhallu.tasks.metrics import _bootstrap, binary_metrics, evaluate, multiclass_metrics
+from finhallu.tasks import stats
+from finhallu.tasks.metrics import (_bootstrap, best_threshold, binary_metrics, evaluate, multiclass_metrics, sweep,
+                                    thresholds)
 
 POS = "hallucinated"
 
@@ -50,29 +56,47 @@ def binary_cases():
     yield np.array([POS]), np.array(["faithful"])
 
 
-def sk_binary(y, p) -> dict[str, float]:
+def sk_binary(y, p, s=None) -> dict[str, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {
+        out = {
             "accuracy": accuracy_score(y, p),
             "precision": precision_score(y, p, pos_label=POS, zero_division=0),
             "recall": recall_score(y, p, pos_label=POS, zero_division=0),
             "f1": f1_score(y, p, pos_label=POS, zero_division=0),
             "balanced_accuracy": balanced_accuracy_score(y, p),
+            "mcc": matthews_corrcoef(y, p),
         }
+        out["miss_rate"] = 1 - out["recall"] if np.any(y == POS) else 0.0
+        if s is not None and len(set(y.tolist())) == 2:
+            out["roc_auc"] = roc_auc_score(y == POS, s)
+            out["pr_auc"] = average_precision_score(y == POS, s)
+        return out
 
 
-def sk_multi(y, p) -> dict[str, float]:
+def sk_multi(y, p, labels=()) -> dict[str, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {"accuracy": accuracy_score(y, p), "macro_f1": f1_score(y, p, average="macro", zero_division=0)}
+        out = {"accuracy": accuracy_score(y, p), "macro_f1": f1_score(y, p, average="macro", zero_division=0)}
+        for lab in labels:
+            if np.any(y == lab):
+                out[f"f1:{lab}"] = f1_score(y, p, labels=[lab], average=None, zero_division=0)[0]
+                out[f"class_accuracy:{lab}"] = recall_score(y, p, labels=[lab], average=None, zero_division=0)[0]
+        return out
+
+
+def _scores(rng: np.random.Generator, y: np.ndarray) -> np.ndarray:
+    """Scores loosely tied to the label, rounded so that many tie (as rule-based detectors' do)."""
+    s = np.clip(rng.normal(0.4 + 0.25 * (y == POS), 0.25), 0, 1)
+    return np.round(s, int(rng.integers(1, 3)))
 
 
 @pytest.mark.parametrize("case", range(len(list(binary_cases()))))
 def test_binary_metrics_agree_with_sklearn(case):
     y, p = list(binary_cases())[case]
-    got = binary_metrics(y, p)
-    want = sk_binary(y, p)
+    s = _scores(np.random.default_rng(case), y)
+    got = binary_metrics(y, p, s)
+    want = sk_binary(y, p, s)
     assert set(got) == set(want)
     for k in want:
         assert float(got[k]) == pytest.approx(want[k], abs=1e-12), (k, y.tolist()[:10], p.tolist()[:10])
@@ -96,7 +120,8 @@ def multiclass_cases():
 @pytest.mark.parametrize("case", range(len(list(multiclass_cases()))))
 def test_multiclass_metrics_agree_with_sklearn(case):
     y, p = list(multiclass_cases())[case]
-    got, want = multiclass_metrics(y, p), sk_multi(y, p)
+    labels = tuple(sorted(set(LABEL_4CLASS) | set(HALLU_TYPES) | {"a", "none"}))
+    got, want = multiclass_metrics(y, p, labels), sk_multi(y, p, labels)
     assert set(got) == set(want)
     for k in want:
         assert float(got[k]) == pytest.approx(want[k], abs=1e-12), k
@@ -108,18 +133,25 @@ def test_macro_f1_counts_predicted_only_labels():
     assert float(multiclass_metrics(y, p)["macro_f1"]) == pytest.approx((1 + 2 / 3 + 0) / 3)
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_two_dimensional_call_equals_per_row_calls(seed):
+@pytest.mark.parametrize("seed", range(6))
+def test_weighted_call_equals_explicit_resamples(seed):
+    """The bootstrap scores resamples through occurrence counts; each row must equal the metric of
+    the resample written out (ROC/PR-AUC ties and per-class metrics included)."""
     rng = np.random.default_rng(seed)
-    rows, n = 40, int(rng.integers(3, 12))  # short rows: many rows miss some class entirely
-    yb, pb = _draw(rng, LABEL_BINARY, (rows, n), [0.7, 0.3]), _draw(rng, LABEL_BINARY, (rows, n))
-    ym, pm = _draw(rng, LABEL_4CLASS, (rows, n)), _draw(rng, LABEL_4CLASS, (rows, n), [0.4, 0.4, 0.1, 0.1])
-    for fn, y, p in ((binary_metrics, yb, pb), (multiclass_metrics, ym, pm)):
-        batch = fn(y, p)
-        for k, v in batch.items():
-            assert np.shape(v) == (rows,), k
-            per_row = np.array([float(fn(y[r], p[r])[k]) for r in range(rows)])
-            np.testing.assert_allclose(v, per_row, atol=1e-12, err_msg=f"{fn.__name__}:{k}")
+    n = int(rng.integers(4, 60))
+    yb, pb = _draw(rng, LABEL_BINARY, n, [0.6, 0.4]), _draw(rng, LABEL_BINARY, n)
+    yb[:2] = ["faithful", POS]
+    s = _scores(rng, yb)
+    y4, p4 = _draw(rng, LABEL_4CLASS, n), _draw(rng, LABEL_4CLASS, n, [0.4, 0.4, 0.1, 0.1])
+    counts = stats.bootstrap_counts(yb, 25, rng)
+    idx = [np.repeat(np.arange(n), c.astype(int)) for c in counts]
+    batch_b, batch_m = binary_metrics(yb, pb, s, w=counts), multiclass_metrics(y4, p4, LABEL_4CLASS, w=counts)
+    for r, ix in enumerate(idx):
+        for k, v in binary_metrics(yb[ix], pb[ix], s[ix]).items():
+            assert batch_b[k][r] == pytest.approx(float(v), abs=1e-12), k
+        for k, v in multiclass_metrics(y4[ix], p4[ix], LABEL_4CLASS).items():
+            if k in batch_m:
+                assert batch_m[k][r] == pytest.approx(float(v), abs=1e-12), k
 
 
 def _noisy(n: int, rng: np.random.Generator, pos_share=0.4, err=0.2):
@@ -128,68 +160,88 @@ def _noisy(n: int, rng: np.random.Generator, pos_share=0.4, err=0.2):
     return y, p
 
 
+def _ci(y, p, fn, resamples, confidence, seed, s=None):
+    return _bootstrap(y, p, fn, stats.bootstrap_counts(y, resamples, np.random.default_rng(seed)), confidence, s)
+
+
 def test_bootstrap_contains_point_is_reproducible_and_narrows_with_n():
     widths = {}
     for n in (60, 600, 6000):
         y, p = _noisy(n, np.random.default_rng(7))
         point = binary_metrics(y, p)
-        ci = _bootstrap(y, p, binary_metrics, 400, 0.95, np.random.default_rng(11))
+        ci = _ci(y, p, binary_metrics, 400, 0.95, 11)
         assert set(ci) == set(point)
         for k, (lo, hi) in ci.items():
             assert lo <= float(point[k]) <= hi, (n, k, lo, float(point[k]), hi)
-            assert 0.0 <= lo < hi <= 1.0
+            assert 0.0 <= lo <= hi <= 1.0
         widths[n] = {k: hi - lo for k, (lo, hi) in ci.items()}
-        assert ci == _bootstrap(y, p, binary_metrics, 400, 0.95, np.random.default_rng(11))
-        assert ci != _bootstrap(y, p, binary_metrics, 400, 0.95, np.random.default_rng(12))
-    for k in widths[60]:
+        assert ci == _ci(y, p, binary_metrics, 400, 0.95, 11)
+        assert ci != _ci(y, p, binary_metrics, 400, 0.95, 12)
+    for k in ("accuracy", "precision", "recall", "f1", "mcc"):
         assert widths[6000][k] < widths[600][k] < widths[60][k], (k, widths)
     # a higher confidence gives a wider interval
     y, p = _noisy(300, np.random.default_rng(3))
-    c90 = _bootstrap(y, p, binary_metrics, 400, 0.90, np.random.default_rng(5))
-    c99 = _bootstrap(y, p, binary_metrics, 400, 0.99, np.random.default_rng(5))
-    assert all(c99[k][1] - c99[k][0] > c90[k][1] - c90[k][0] for k in c90)
+    c90 = _ci(y, p, binary_metrics, 400, 0.90, 5)
+    c99 = _ci(y, p, binary_metrics, 400, 0.99, 5)
+    assert all(c99[k][1] - c99[k][0] > c90[k][1] - c90[k][0] for k in ("accuracy", "f1", "precision"))
 
 
 def test_bootstrap_resamples_within_each_true_label():
     y, p = _noisy(97, np.random.default_rng(1), pos_share=0.1)
     k = int(np.sum(y == POS))
 
-    def count(yy, pp):
-        return {"n_pos": np.sum(yy == POS, axis=-1).astype(float), "n": np.full(yy.shape[:-1], yy.shape[-1], float)}
+    def count(yy, pp, w=None):
+        return {"n_pos": w @ (yy == POS).astype(float), "n": w.sum(axis=-1)}
 
-    ci = _bootstrap(y, p, count, 200, 0.95, np.random.default_rng(0))
-    assert ci == {"n_pos": (k, k), "n": (97.0, 97.0)}
-    ci = _bootstrap(y, p, multiclass_metrics, 300, 0.95, np.random.default_rng(0))
+    assert _ci(y, p, count, 200, 0.95, 0) == {"n_pos": (k, k), "n": (97.0, 97.0)}
+    ci = _ci(y, p, multiclass_metrics, 300, 0.95, 0)
     point = multiclass_metrics(y, p)
     assert all(lo <= float(point[m]) <= hi for m, (lo, hi) in ci.items())
 
 
+def test_sweep_and_best_threshold_match_brute_force():
+    rng = np.random.default_rng(5)
+    y = _draw(rng, LABEL_BINARY, 150)
+    s = _scores(rng, y)
+    grid = thresholds(MetricsConfig())
+    assert grid[0] == 0.05 and grid[-1] == 0.95 and len(grid) == 19
+    sw = sweep(y, s, grid)
+    for i, t in enumerate(grid):
+        pred = np.where(s >= t, POS, "faithful")
+        assert sw["f1"][i] == pytest.approx(f1_score(y, pred, pos_label=POS, zero_division=0))
+        assert sw["recall"][i] == pytest.approx(recall_score(y, pred, pos_label=POS, zero_division=0))
+    t = best_threshold(y, s, grid)
+    assert sw["f1"][list(grid).index(t)] == pytest.approx(sw["f1"].max())
+
+
 # ---- evaluate ------------------------------------------------------------------------------------
-# pair -> (hallu_type, split, source, lang, faithful counterpart's 4-class label, hallucinated 4-class label)
+# pair -> (hallu_type, subtype, injector, split, source, lang, turn, faithful 4-class label, hallucinated 4-class label)
 PAIRS = {
-    "A": ("contradictory", "test", "aihub", "ko", "faithful_answer", "hallucination"),
-    "B": ("unverifiable", "test", "dart", "ko", "faithful_answer", "hallucination"),
-    "C": ("irrelevance", "valid", "aihub", "ko", "faithful_answer", "hallucination"),
-    "D": ("false_acceptance", "train", "dart", "ko", "true_refusal", "hallucination"),
-    "E": ("false_refusal", "train", "sec10k", "en", "faithful_answer", "false_refusal"),
-    "F": ("contradictory", "test", "sec10k", "en", "faithful_answer", "hallucination"),
+    "A": ("contradictory", "number_error", "rules_a", "test", "aihub", "ko", 1, "faithful_answer", "hallucination"),
+    "B": ("unverifiable", "fabricated_detail", "rules_b", "test", "dart", "ko", 2, "faithful_answer", "hallucination"),
+    "C": ("irrelevance", "off_topic_drift", "rules_a", "valid", "aihub", "ko", 3, "faithful_answer", "hallucination"),
+    "D": ("false_acceptance", None, "rules_a", "train", "dart", "ko", 1, "true_refusal", "hallucination"),
+    "E": ("false_refusal", None, "rules_b", "train", "sec10k", "en", 2, "faithful_answer", "false_refusal"),
+    "F": ("contradictory", "modifier_change", "rules_a", "test", "sec10k", "en", 1, "faithful_answer", "hallucination"),
+    "G": ("contradictory", "number_error", "rules_b", "valid", "aihub", "ko", 2, "faithful_answer", "hallucination"),
+    "H": ("unverifiable", "subjective_opinion", "rules_a", "valid", "aihub", "ko", 1, "faithful_answer", "hallucination"),
 }
 
 
 def _samples() -> pl.DataFrame:
     rows = []
-    for pid, (htype, split, source, lang, flabel, hlabel) in PAIRS.items():
+    for pid, (htype, sub, inj, split, source, lang, turn, flabel, hlabel) in PAIRS.items():
         for hallu in (False, True):
             rows.append({
                 "sample_id": f"{pid}-{'h' if hallu else 'f'}", "pair_id": pid, "dialogue_id": f"dlg-{pid}",
-                "split": split, "source": source, "institution": "inst", "lang": lang, "turn_index": 2,
+                "split": split, "source": source, "institution": "inst", "lang": lang, "turn_index": turn,
                 "history": [{"role": "user", "content": "q0"}, {"role": "assistant", "content": "a0"}],
                 "query": "q", "standalone_query": "q",
                 "passages": [{"passage_id": f"p-{pid}", "text": "t", "role": "gold"}],
                 "response": "r", "answerable": flabel != "true_refusal",
                 "label_binary": "hallucinated" if hallu else "faithful",
                 "label_4class": hlabel if hallu else flabel,
-                "hallu_type": htype if hallu else None, "hallu_subtype": None, "injector": "rules_a" if hallu else None,
+                "hallu_type": htype if hallu else None, "hallu_subtype": sub if hallu else None, "injector": inj if hallu else None,
             })
     return CONTRACTS["samples"].conform(pl.DataFrame(rows, infer_schema_length=None))
 
@@ -199,96 +251,206 @@ def _detections(samples: pl.DataFrame) -> pl.DataFrame:
     rng = np.random.default_rng(0)
     for s in samples.iter_rows(named=True):
         b4, bb, bt = s["label_4class"], s["label_binary"], s["hallu_type"]
-        rows.append(dict(detector="oracle", pred_binary=bb, pred_4class=b4, pred_type=bt))
-        rows.append(dict(detector="always_faithful", pred_binary="faithful", pred_4class="faithful_answer", pred_type=None))
+        rows.append(dict(detector="oracle", pred_binary=bb, pred_4class=b4, pred_type=bt, score=float(bb == POS)))
+        rows.append(dict(detector="always_faithful", pred_binary="faithful", pred_4class="faithful_answer", pred_type=None,
+                         score=0.1))
         rows.append(dict(detector="noisy", pred_binary=str(rng.choice(LABEL_BINARY)), pred_4class=str(rng.choice(LABEL_4CLASS)),
-                         pred_type=str(rng.choice(HALLU_TYPES)) if rng.random() < 0.7 else None))
+                         pred_type=str(rng.choice(HALLU_TYPES)) if rng.random() < 0.7 else None,
+                         score=float(np.round(rng.random(), 1))))
         for r in rows[-3:]:
-            r.update(eval_id="finhallu@test", sample_id=s["sample_id"], score=0.5, rationale="")
-    rows.append(dict(eval_id="finhallu@test", detector="oracle", sample_id="not-a-sample", score=0.5,
-                     pred_binary="faithful", pred_4class="faithful_answer", pred_type=None, rationale=""))
+            r.update(eval_id="finhallu@test", sample_id=s["sample_id"], rationale="", detector_version="v1", detector_config="{}")
+    rows.append(dict(eval_id="finhallu@test", detector="oracle", sample_id="not-a-sample", score=0.5, pred_binary="faithful",
+                     pred_4class="faithful_answer", pred_type=None, rationale="", detector_version="v1", detector_config="{}"))
     return CONTRACTS["detections"].conform(pl.DataFrame(rows, infer_schema_length=None))
+
+
+CFG = MetricsConfig(bootstrap_resamples=50, condition_pairs=[("always_faithful", "oracle")])
 
 
 @pytest.fixture(scope="module")
 def evaluated():
     samples = _samples()
     dets = _detections(samples)
-    metrics, confusion = evaluate(samples, dets, MetricsConfig(bootstrap_resamples=50), 7, "finhallu", "v1")
-    return samples, dets, metrics, confusion
+    metrics, confusion, tests = evaluate(samples, dets, CFG, 7, "finhallu", "v1")
+    return samples, dets, metrics, confusion, tests
+
+
+def _slice_rows(joined: pl.DataFrame, key: str) -> pl.DataFrame:
+    if key == "all":
+        return joined
+    out = joined
+    for part in key.split("&"):
+        col, val = part.split("=")
+        if col in ("hallu_type", "hallu_subtype", "injector"):
+            pairs = out.filter(pl.col(col) == val)["pair_id"].to_list()
+            out = out.filter(pl.col("pair_id").is_in(pairs))
+        else:
+            out = out.filter(pl.col(col) == (int(val) if col == "turn_index" else val))
+    return out
 
 
 def test_evaluate_rows_cover_settings_and_slices(evaluated):
-    samples, _, metrics, _ = evaluated
+    samples, _, metrics, _, _ = evaluated
     CONTRACTS["metrics"].conform(metrics)
-    assert set(metrics["setting"]) == {"binary", "4class", "type"}
+    assert set(metrics["setting"]) == {"binary", "4class", "3class", "type", "sweep", "threshold"}
     assert set(metrics["detector"]) == {"oracle", "always_faithful", "noisy"}
-    slices = set(metrics["slice"])
-    types = {t for t, *_ in PAIRS.values()}
+    main = metrics.filter(pl.col("setting").is_in(["binary", "4class", "3class", "type"]))
+    slices = set(main["slice"])
+    types = {v[0] for v in PAIRS.values()}
+    subtypes = {v[1] for v in PAIRS.values() if v[1]}
+    type_injector = {f"hallu_type={v[0]}&injector={v[2]}" for v in PAIRS.values()}
     assert slices == ({"all"} | {f"hallu_type={t}" for t in types} | {f"split={s}" for s in ("test", "valid", "train")}
-                      | {f"source={s}" for s in ("aihub", "dart", "sec10k")} | {"lang=ko", "lang=en"})
+                      | {f"source={s}" for s in ("aihub", "dart", "sec10k")} | {"lang=ko", "lang=en"}
+                      | {f"hallu_subtype={s}" for s in subtypes} | type_injector | {f"turn_index={k}" for k in (1, 2, 3)})
+    fine = main.filter(pl.col("slice").str.contains("subtype|injector|turn_index"))
+    assert set(fine["setting"]) == {"binary"}  # the fine-grained slices are binary only
     keys = metrics.select("eval_id", "detector", "setting", "slice", "metric")
     assert keys.unique().height == keys.height
     m = {(r["detector"], r["setting"], r["slice"], r["metric"]): r for r in metrics.iter_rows(named=True)}
     assert m[("oracle", "binary", "all", "f1")]["n"] == samples.height  # the stray detection is not joined
-    assert {r["metric"] for r in metrics.filter(pl.col("setting") == "binary").iter_rows(named=True)} == \
-        {"accuracy", "precision", "recall", "f1", "balanced_accuracy"}
-    assert {r["metric"] for r in metrics.filter(pl.col("setting") != "binary").iter_rows(named=True)} == {"accuracy", "macro_f1"}
+    assert {r["metric"] for r in main.filter(pl.col("setting") == "binary").iter_rows(named=True)} == \
+        {"accuracy", "precision", "recall", "f1", "balanced_accuracy", "mcc", "miss_rate", "roc_auc", "pr_auc"}
+    assert {"accuracy", "macro_f1", "class_accuracy:true_refusal", "f1:false_refusal"} <= \
+        {r["metric"] for r in main.filter(pl.col("setting") == "4class").iter_rows(named=True)}
+    assert {r["metric"] for r in main.filter((pl.col("setting") == "3class") & (pl.col("slice") == "all")).iter_rows(named=True)} == \
+        {"accuracy", "macro_f1"} | {f"{k}:{c}" for k in ("f1", "class_accuracy") for c in ("faithful_answer", "hallucination", "refusal")}
+    assert {f"f1:{t}" for t in types} <= set(main.filter(pl.col("setting") == "type")["metric"])
     # a type slice holds its pairs (both sides); the type setting only the hallucinated side
-    assert m[("oracle", "binary", "hallu_type=contradictory", "f1")]["n"] == 4
-    assert m[("oracle", "binary", "hallu_type=false_refusal", "f1")]["n"] == 2
+    assert m[("oracle", "binary", "hallu_type=contradictory", "f1")]["n"] == 6
+    assert m[("oracle", "binary", "hallu_type=contradictory&injector=rules_a", "recall")]["n"] == 4
+    assert m[("oracle", "binary", "hallu_subtype=number_error", "miss_rate")]["value"] == 0.0
     assert m[("oracle", "type", "hallu_type=false_refusal", "macro_f1")]["n"] == 1
     assert m[("oracle", "type", "all", "macro_f1")]["n"] == len(PAIRS)
     assert m[("oracle", "4class", "split=test", "accuracy")]["n"] == 6
+    assert m[("oracle", "binary", "turn_index=1", "accuracy")]["n"] == 8
     assert m[("oracle", "binary", "all", "f1")]["dataset"] == "finhallu" and m[("oracle", "binary", "all", "f1")]["dataset_version"] == "v1"
 
 
+def _sklearn_for(df: pl.DataFrame, setting: str) -> dict[str, float]:
+    if setting == "binary":
+        return sk_binary(df["label_binary"].to_numpy().astype(str), df["pred_binary"].to_numpy().astype(str), df["score"].to_numpy())
+    if setting in ("4class", "3class"):
+        y, p = df["label_4class"].to_numpy().astype(str), df["pred_4class"].to_numpy().astype(str)
+        if setting == "3class":
+            y, p = (np.where(np.isin(a, ["false_refusal", "true_refusal"]), "refusal", a) for a in (y, p))
+            return sk_multi(y, p, ("faithful_answer", "hallucination", "refusal"))
+        return sk_multi(y, p, LABEL_4CLASS)
+    hs = df.filter(pl.col("hallu_type").is_not_null())
+    return sk_multi(hs["hallu_type"].to_numpy().astype(str), hs["pred_type"].fill_null("none").to_numpy().astype(str), HALLU_TYPES)
+
+
 def test_evaluate_values_match_sklearn_per_slice(evaluated):
-    samples, dets, metrics, _ = evaluated
+    samples, dets, metrics, _, _ = evaluated
     joined = dets.join(samples, on="sample_id")
-    for r in metrics.iter_rows(named=True):
-        df = joined.filter(pl.col("detector") == r["detector"])
-        key = r["slice"]
-        if key != "all":
-            col, val = key.split("=")
-            if col == "hallu_type":
-                pairs = df.filter(pl.col("hallu_type") == val)["pair_id"].to_list()
-                df = df.filter(pl.col("pair_id").is_in(pairs))
-            else:
-                df = df.filter(pl.col(col) == val)
-        if r["setting"] == "binary":
-            want = sk_binary(df["label_binary"].to_numpy().astype(str), df["pred_binary"].to_numpy().astype(str))
-        elif r["setting"] == "4class":
-            want = sk_multi(df["label_4class"].to_numpy().astype(str), df["pred_4class"].to_numpy().astype(str))
-        else:
-            hs = df.filter(pl.col("hallu_type").is_not_null())
-            want = sk_multi(hs["hallu_type"].to_numpy().astype(str), hs["pred_type"].fill_null("none").to_numpy().astype(str))
+    checked, cache = 0, {}
+    for r in metrics.filter(pl.col("setting").is_in(["binary", "4class", "3class", "type"])).iter_rows(named=True):
+        key = (r["detector"], r["setting"], r["slice"])
+        if key not in cache:
+            cache[key] = _sklearn_for(_slice_rows(joined.filter(pl.col("detector") == r["detector"]), r["slice"]), r["setting"])
+        want = cache[key]
         assert r["value"] == pytest.approx(want[r["metric"]], abs=1e-12), r
         assert r["ci_low"] is not None and r["ci_low"] <= r["ci_high"]
+        checked += 1
+    assert checked > 500
 
 
 def test_evaluate_oracle_and_trivial_detector(evaluated):
-    _, _, metrics, confusion = evaluated
-    oracle = metrics.filter(pl.col("detector") == "oracle")
+    _, _, metrics, confusion, _ = evaluated
+    oracle = metrics.filter((pl.col("detector") == "oracle") & pl.col("setting").is_in(["binary", "4class", "3class", "type"])
+                            & (pl.col("metric") != "miss_rate"))
     assert oracle["value"].to_list() == [1.0] * oracle.height
     assert (oracle["ci_low"] == 1.0).all() and (oracle["ci_high"] == 1.0).all()
     m = {(r["setting"], r["slice"], r["metric"]): r["value"] for r in metrics.filter(pl.col("detector") == "always_faithful").iter_rows(named=True)}
     assert m[("binary", "all", "accuracy")] == 0.5 and m[("binary", "all", "recall")] == 0.0
     assert m[("binary", "all", "f1")] == 0.0 and m[("binary", "all", "balanced_accuracy")] == 0.5
+    assert m[("binary", "all", "mcc")] == 0.0 and m[("binary", "all", "roc_auc")] == 0.5
     assert m[("type", "all", "macro_f1")] == 0.0 and m[("type", "all", "accuracy")] == 0.0
-    # confusion: slice 'all' only, counts add up to n per detector and setting
-    assert set(confusion["slice"]) == {"all"}
-    totals = confusion.group_by("detector", "setting").agg(pl.col("count").sum())
-    want = {"binary": 12, "4class": 12, "type": 6}
+    # confusion: slices all and split=..., counts add up to n per detector and setting
+    assert set(confusion["slice"]) == {"all", "split=test", "split=valid", "split=train"}
+    totals = confusion.filter(pl.col("slice") == "all").group_by("detector", "setting").agg(pl.col("count").sum())
+    want = {"binary": 16, "4class": 16, "3class": 16, "type": 8}
     assert {(d, s): c for d, s, c in totals.iter_rows()} == {(d, s): want[s] for d in ("oracle", "always_faithful", "noisy") for s in want}
     af = confusion.filter((pl.col("detector") == "always_faithful") & (pl.col("setting") == "type"))
     assert set(af["pred_label"]) == {"none"}
+    three = confusion.filter((pl.col("detector") == "oracle") & (pl.col("setting") == "3class") & (pl.col("slice") == "all"))
+    assert set(three["true_label"]) == {"faithful_answer", "hallucination", "refusal"}
+
+
+def test_threshold_is_chosen_on_valid_and_applied_to_test(evaluated):
+    samples, dets, metrics, _, _ = evaluated
+    thr = metrics.filter(pl.col("setting") == "threshold")
+    assert set(thr["slice"]) == {"valid->test"}
+    noisy = {r["metric"]: r for r in thr.filter(pl.col("detector") == "noisy").iter_rows(named=True)}
+    joined = dets.join(samples, on="sample_id").filter(pl.col("detector") == "noisy")
+    valid, test = joined.filter(pl.col("split") == "valid"), joined.filter(pl.col("split") == "test")
+    grid = thresholds(CFG)
+    t = best_threshold(valid["label_binary"].to_numpy().astype(str), valid["score"].to_numpy(), grid)
+    assert noisy["threshold"]["value"] == t and noisy["threshold"]["n"] == valid.height
+    pred = np.where(test["score"].to_numpy() >= t, POS, "faithful")
+    assert noisy["f1"]["value"] == pytest.approx(f1_score(test["label_binary"].to_numpy().astype(str), pred, pos_label=POS,
+                                                          zero_division=0))
+    assert noisy["f1"]["n"] == test.height and noisy["f1"]["ci_low"] <= noisy["f1"]["ci_high"]
+    sweep_rows = metrics.filter((pl.col("setting") == "sweep") & (pl.col("detector") == "oracle") & (pl.col("slice") == "all"))
+    assert len(sweep_rows) == 19 * 4 and sweep_rows.filter(pl.col("metric") == "f1@0.50")["value"][0] == 1.0
+
+
+def test_pairwise_tests(evaluated):
+    samples, dets, _, _, tests = evaluated
+    CONTRACTS["detector_tests"].conform(tests)
+    joined = dets.join(samples, on="sample_id")
+    correct = {d: (g.sort("sample_id")["label_binary"] == g.sort("sample_id")["pred_binary"]).to_numpy()
+               for (d,), g in joined.group_by("detector")}
+    mc = tests.filter(pl.col("test").str.starts_with("mcnemar") & (pl.col("setting") == "binary") & (pl.col("slice") == "all"))
+    assert mc.height == 3
+    for r in mc.iter_rows(named=True):
+        t = stats.mcnemar(correct[r["detector_a"]], correct[r["detector_b"]])
+        assert (r["statistic"], r["p_value"], r["a_only_correct"], r["b_only_correct"]) == (t.statistic, t.p_value, t.a_only, t.b_only)
+    np.testing.assert_allclose(mc["p_holm"].to_numpy(), stats.holm(mc["p_value"].to_numpy()))
+    q = tests.filter((pl.col("test") == "cochran_q") & (pl.col("setting") == "binary") & (pl.col("slice") == "all")).row(0, named=True)
+    want = stats.cochrans_q(np.stack([correct[d] for d in sorted(correct)], axis=1))
+    assert (q["statistic"], q["df"], q["p_value"]) == (want.statistic, want.df, want.p_value)
+    assert q["detectors"] == sorted(correct)
+    hh = tests.filter((pl.col("test") == "helped_hurt") & (pl.col("setting") == "binary") & (pl.col("slice") == "all")).row(0, named=True)
+    assert (hh["detector_a"], hh["detector_b"]) == ("always_faithful", "oracle")
+    assert (hh["b_only_correct"], hh["a_only_correct"], hh["net"]) == (8, 0, 8)  # the oracle fixes every hallucination
+    assert set(tests["slice"]) == {"all", "split=test"}
 
 
 def test_evaluate_is_reproducible_and_bootstrap_can_be_off(evaluated):
-    samples, dets, metrics, confusion = evaluated
-    again = evaluate(samples, dets, MetricsConfig(bootstrap_resamples=50), 7, "finhallu", "v1")
-    assert again[0].equals(metrics) and again[1].equals(confusion)
-    plain, _ = evaluate(samples, dets, MetricsConfig(bootstrap_resamples=0), 7, "finhallu", "v1")
+    samples, dets, metrics, confusion, tests = evaluated
+    again = evaluate(samples, dets, CFG, 7, "finhallu", "v1")
+    assert again[0].equals(metrics) and again[1].equals(confusion) and again[2].equals(tests)
+    # detectors are evaluated on shared resamples: the order they come in does not matter
+    shuffled = evaluate(samples, dets.reverse(), CFG, 7, "finhallu", "v1")
+    assert shuffled[0].equals(metrics)
+    plain, _, _ = evaluate(samples, dets, CFG.model_copy(update={"bootstrap_resamples": 0}), 7, "finhallu", "v1")
     assert plain["ci_low"].is_null().all() and plain["ci_high"].is_null().all()
     assert plain.drop("ci_low", "ci_high").equals(metrics.drop("ci_low", "ci_high"))
+
+
+# ---- report and artifacts over the evaluated fixture ------------------------------------------------
+
+def test_report_renders_every_section_and_the_comparison(evaluated):
+    from finhallu.flows.artifacts import artifact_key, headline_rows, summary_markdown
+    from finhallu.tasks.report import render, render_comparison
+
+    samples, dets, metrics, confusion, tests = evaluated
+    stats = pl.DataFrame({"split": ["all"], "metric": ["samples"], "slice": ["all"], "value": [16.0]})
+    html = render(metrics, confusion, stats, "t", {"detector_judge": "offline:rules"}, tests, dets, samples)
+    for anchor in ("headline", "threshold", "curves", "fourclass", "confusion", "types", "breakdowns", "tests", "compare"):
+        assert f'id="{anchor}"' in html, anchor
+    assert html.count("<polyline") == 3 * 2  # a ROC and a PR curve per detector
+    assert "valid-&gt;test" in html and "contradictory / rules_a" in html and "number_error" in html
+    assert "always_faithful, noisy, oracle" in html  # the Cochran's Q row
+    # comparison: a previous version whose F1 lies outside the current interval is flagged
+    previous = metrics.with_columns(pl.lit("v0").alias("dataset_version"),
+                                    pl.when(pl.col("detector") == "noisy").then(pl.col("value") - 0.6).otherwise(pl.col("value")).alias("value"))
+    cmp = render_comparison(metrics, previous, "t")
+    assert "v0" in cmp and 'class="moved"' in cmp and "No earlier dataset version" not in cmp
+    assert "No earlier dataset version" in render_comparison(metrics, None, "t")
+    rows = headline_rows(metrics)
+    assert {r["detector"] for r in rows} == {"oracle", "always_faithful", "noisy"}
+    assert next(r for r in rows if r["detector"] == "oracle")["binary_f1"] == 1.0
+    md = summary_markdown(metrics, tests, previous, None)
+    assert "| oracle | 1.000" in md and "Change since dataset version v0" in md and "helped 8" in md
+    assert artifact_key("HaluEval_QA", "detector-metrics") == "halueval-qa-detector-metrics"

@@ -12,7 +12,8 @@ from prefect import flow
 from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
 from finhallu.config import load_config
-from finhallu.flows.build import _run_stage, new_build_id
+from finhallu.flows.artifacts import finalize_evaluation
+from finhallu.flows.build import _run_stage, _write_report, check_role_keys, new_build_id
 from finhallu.tasks.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog, TableRef
 from finhallu.warehouse.lock import HomeLock
@@ -48,12 +49,18 @@ def evaluate_flow(home: str, profile: str, build_id: str, overrides: dict | None
     cfg = load_config(profile, overrides)
     if overrides:  # merge_dicts adds keys; the detector selection must replace the profile's set
         cfg.detect.detectors = overrides["detect"]["detectors"]
-    refs = {"samples": samples, "dataset_stats": stats}
+    refs = run_eval_stages(cfg, home, build_id, {"samples": samples, "dataset_stats": stats})
+    finalize_evaluation(home, build_id, refs)
+    return refs
+
+
+def run_eval_stages(cfg, home: str, build_id: str, refs: dict[str, TableRef]) -> dict[str, TableRef]:
+    """detect -> metrics -> report on the given `samples` / `dataset_stats` refs (cached stage tasks)."""
+    refs = dict(refs)
     for name in EVAL_STAGES:
         stage = STAGES_BY_NAME[name]
         state = _run_stage(stage, {n: refs[n] for n in stage.inputs}, cfg, home, build_id)
-        result = state.result(raise_on_failure=True)
-        refs.update(result)
+        refs.update(state.result(raise_on_failure=True))
     return refs
 
 
@@ -66,6 +73,7 @@ def run_evaluate(home: str | Path, profile: str = "demo", dataset_version: int |
     if detectors:  # select exactly these (with the profile's parameters where it has them), not add
         profile_detectors = load_config(profile).detect.detectors
         overrides = {"detect": {"detectors": {d: profile_detectors.get(d, {}) for d in detectors}}}
+    check_role_keys(load_config(profile, overrides), only=("detect",))  # e.g. the LLM judge's key, before any work
     with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
         samples = _ref_of(catalog, "samples", dataset_version)
         stats = _stats_for(catalog, samples)
@@ -73,7 +81,8 @@ def run_evaluate(home: str | Path, profile: str = "demo", dataset_version: int |
             refs = evaluate_flow(str(home), profile, build_id, overrides, samples, stats)
         current = catalog.store.current().get("samples") == samples.version
         if current:
-            catalog.store.set_current([refs[n] for n in ("detections", "metrics", "confusion", "report_index")])
+            catalog.store.set_current([refs[n] for n in ("detections", "metrics", "confusion", "detector_tests", "report_index")])
         catalog.refresh_views()
-    return {"build_id": build_id, "samples_version": samples.version, "became_current": current,
+        report = _write_report(home, build_id, refs["report_index"])
+    return {"build_id": build_id, "samples_version": samples.version, "became_current": current, "report": str(report),
             "tables": {n: f"{r.name}@{r.version}" for n, r in refs.items()}}

@@ -1,4 +1,9 @@
-"""detect: samples -> `detections` for every configured detector (registry in tasks/detectors/)."""
+"""detect: samples -> `detections` for every configured detector (registry in tasks/detectors/).
+
+Each row records the detector's code version and its full configuration (parameters, and for
+LLM or model-backed detectors the backend/model id), so results from different versions or
+settings never get mixed up in `detections_all`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import polars as pl
 
 from finhallu.config import DetectConfig
 from finhallu.tasks.base import Frames, StageContext, rows_frame
-from finhallu.tasks.detectors import get_detector
+from finhallu.tasks.detectors import DetectorContext, base_name, canonical_json, get_detector
 
 DATASET = "finhallu"
 
@@ -15,29 +20,41 @@ def eval_id_for(dataset: str, version: str) -> str:
     return f"{dataset}@{version[:12]}"
 
 
-def run_detectors(samples: pl.DataFrame, detectors: dict[str, dict], eval_id: str, progress=None) -> pl.DataFrame:
-    rows = []
+def dataset_of(samples: pl.DataFrame) -> str:
+    """The evaluated dataset's name: the benchmark's own, or an external dataset's (`dataset` column)."""
+    if "dataset" in samples.columns and samples.height:
+        return str(samples["dataset"][0])
+    return DATASET
+
+
+def run_detectors(samples: pl.DataFrame, detectors: dict[str, dict], eval_id: str, ctx: DetectorContext | None = None,
+                  progress=None) -> pl.DataFrame:
+    ctx = ctx or DetectorContext()
     items = list(samples.iter_rows(named=True))
-    total = len(items) * len(detectors)
-    n = 0
-    for name, overrides in detectors.items():
-        det = get_detector(name)
-        unknown = set(overrides) - set(det.defaults)
-        if unknown:
-            raise ValueError(f"detector {name!r} has no parameter(s) {sorted(unknown)}; known: {sorted(det.defaults)}")
-        params = {**det.defaults, **overrides}
-        for s in items:
-            d = det.detect(s, params)
+    plan = []
+    for name, overrides in detectors.items():  # validate every configuration before running any
+        det = get_detector(base_name(name))
+        plan.append((name, det, det.params(overrides or {})))
+    rows = []
+    for done, (name, det, params) in enumerate(plan, 1):
+        found = ctx.detections(name, items, params)
+        version, config = det.code_version, canonical_json(det.config(params, ctx))
+        for s, d in zip(items, found):
+            if d is None:
+                continue
+            if not 0.0 <= d.score <= 1.0:
+                raise ValueError(f"detector {name!r} scored {d.score} for {s['sample_id']}; scores must lie in [0, 1]")
             rows.append({"eval_id": eval_id, "detector": name, "sample_id": s["sample_id"], "score": float(d.score),
                          "pred_binary": d.pred_binary, "pred_4class": d.pred_4class, "pred_type": d.pred_type,
-                         "rationale": d.rationale})
-            n += 1
-            if progress and n % 50 == 0:
-                progress(n, total)
+                         "rationale": d.rationale, "detector_version": version, "detector_config": config})
+        if progress:
+            progress(done, len(plan))
     return rows_frame(rows, ["detector", "sample_id"])
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: DetectConfig = ctx.config
-    eval_id = eval_id_for(DATASET, ctx.input_hashes.get("samples", "unversioned"))
-    return {"detections": run_detectors(inputs["samples"], cfg.detectors, eval_id, ctx.progress)}
+    samples = inputs["samples"]
+    eval_id = eval_id_for(dataset_of(samples), ctx.input_hashes.get("samples", "unversioned"))
+    dctx = DetectorContext(seed=ctx.seed, roles=ctx.roles, cache_dir=ctx.cache_dir)
+    return {"detections": run_detectors(samples, cfg.detectors, eval_id, dctx, ctx.progress)}

@@ -1,118 +1,404 @@
-"""metrics: detections x samples -> `metrics` (with bootstrap CIs) and `confusion` (K-FinHallu §5).
+"""metrics: detections x samples -> `metrics` (bootstrap CIs), `confusion` and `detector_tests` (K-FinHallu §5, App. F).
 
-Settings: binary (hallucinated = positive), 4-class (faithful_answer / hallucination /
-false_refusal / true_refusal) and type (hallucination type on hallucinated samples).
-Slices: all, split, source, language, and hallucination type (each type's pairs).
-Confidence intervals: percentile bootstrap, resampling within each true label (stratified).
+Settings (the `setting` column):
+  binary     hallucinated = positive: accuracy, precision, recall, f1, balanced_accuracy, mcc, miss_rate,
+             and from the scores roc_auc and pr_auc (average precision)
+  4class     faithful_answer / hallucination / false_refusal / true_refusal: accuracy, macro_f1,
+             per-class accuracy (`class_accuracy:<label>`, Table 4) and F1 (`f1:<label>`)
+  3class     the collapsed view: both refusals -> `refusal` (did the detector see a refusal at all?)
+  type       hallucination type on hallucinated samples (prediction `none` = judged faithful): accuracy,
+             macro_f1, per-type F1 (Tables 9, 10)
+  sweep      binary f1/precision/recall/accuracy at thresholds 0.05..0.95 on the scores, per split
+  threshold  the best-F1 threshold chosen on one split and applied to another (slice `valid->test`)
+Slices: all; split, source, lang; hallu_type, hallu_subtype (each type's pairs, both sides);
+hallu_type x injector (Table 11); turn_index (turn position).
+CIs: percentile bootstrap, resampling within each true label (stratified), `bootstrap_resamples` times.
+Pairwise statistics (`detector_tests`): McNemar per detector pair with Holm-Bonferroni, Cochran's Q
+across detectors, helped/hurt/net for configured condition pairs (tasks/stats.py).
 """
 
 from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import polars as pl
 
 from finhallu.config import MetricsConfig
+from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS
+from finhallu.tasks import stats
 from finhallu.tasks.base import Frames, StageContext, rows_frame
-from finhallu.tasks.detect import DATASET
+from finhallu.tasks.detect import dataset_of
+
+POS = "hallucinated"
+LABEL_3CLASS = ("faithful_answer", "hallucination", "refusal")
+TYPE_LABELS = HALLU_TYPES + ("none",)
 
 
-def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.divide(a, b, out=np.zeros_like(a, dtype=float), where=b > 0)
+def _div(a, b) -> np.ndarray:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b > 0)
 
 
-def _f1(y: np.ndarray, p: np.ndarray, label) -> np.ndarray:
-    tp = np.sum((y == label) & (p == label), axis=-1)
-    fp = np.sum((y != label) & (p == label), axis=-1)
-    fn = np.sum((y == label) & (p != label), axis=-1)
-    return _div(2.0 * tp, (2 * tp + fp + fn).astype(float))
+def _positive(a) -> np.ndarray:
+    a = np.asarray(a)
+    return a if a.dtype == bool else a == POS
 
 
-# Metric functions take (..., n) label arrays and return (...)-shaped values, so one call
-# scores the point estimate (1-D) or every bootstrap resample at once (2-D).
-def binary_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
-    pos = "hallucinated"
-    tp = np.sum((y == pos) & (p == pos), axis=-1).astype(float)
-    fp = np.sum((y != pos) & (p == pos), axis=-1).astype(float)
-    fn = np.sum((y == pos) & (p != pos), axis=-1).astype(float)
-    tn = np.sum((y != pos) & (p != pos), axis=-1).astype(float)
+def _weights(w, n: int) -> np.ndarray:
+    return np.ones(n) if w is None else np.asarray(w, dtype=float)
+
+
+# Every metric takes the n labelled samples (1-D y, p, s) and optional weights w of shape (..., n):
+# how often each sample occurs. w=None scores the sample itself; a (resamples, n) matrix of
+# bootstrap counts scores every resample at once, without materializing the resampled arrays.
+def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
+    """sklearn's definitions (zero_division=0; MCC 0 when undefined). With scores `s` (higher =
+    more likely hallucinated) also ROC-AUC and PR-AUC (average precision), when y holds both classes."""
+    yb, pb = _positive(y), _positive(p)
+    w = _weights(w, len(yb))
+    tp, fp = w @ (yb & pb), w @ (~yb & pb)
+    fn, tn = w @ (yb & ~pb), w @ (~yb & ~pb)
     rec, spec = _div(tp, tp + fn), _div(tn, tn + fp)
     # Balanced accuracy is the mean recall over the classes present in y (sklearn's definition):
     # a slice holding one class only is scored by that class's recall, not halved by an absent one.
     has_pos, has_neg = (tp + fn > 0).astype(float), (tn + fp > 0).astype(float)
-    balanced = _div(rec * has_pos + spec * has_neg, has_pos + has_neg)
-    return {"accuracy": np.mean(y == p, axis=-1), "precision": _div(tp, tp + fp), "recall": rec,
-            "f1": _f1(y, p, pos), "balanced_accuracy": balanced}
-
-
-def multiclass_metrics(y: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
-    """Macro F1 over the labels present in y or p of each row (sklearn's f1_score(average='macro'))."""
-    y, p = np.asarray(y), np.asarray(p)
-    labels = np.unique(np.concatenate([y.ravel(), p.ravel()]))
-    f1 = np.zeros((len(labels),) + y.shape[:-1])
-    present = np.zeros_like(f1)
-    for i, lab in enumerate(labels):
-        f1[i] = _f1(y, p, lab)
-        present[i] = np.any(y == lab, axis=-1) | np.any(p == lab, axis=-1)
-    macro = _div((f1 * present).sum(axis=0), present.sum(axis=0))
-    return {"accuracy": np.mean(y == p, axis=-1), "macro_f1": macro}
-
-
-def _bootstrap(y, p, fn, resamples: int, confidence: float, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
-    """Percentile intervals; each resample draws within each true label (stratified)."""
-    strata = [np.flatnonzero(y == lab) for lab in np.unique(y)]
-    idx = np.concatenate([s[rng.integers(0, len(s), size=(resamples, len(s)))] for s in strata], axis=1)
-    a = (1 - confidence) / 2
-    return {k: (float(np.quantile(v, a)), float(np.quantile(v, 1 - a))) for k, v in fn(y[idx], p[idx]).items()}
-
-
-def _slices(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    out = [("all", df)]
-    for col in ("split", "source", "lang"):
-        for key in sorted(df[col].unique().to_list()):
-            out.append((f"{col}={key}", df.filter(pl.col(col) == key)))
-    pairs_type = df.filter(pl.col("hallu_type").is_not_null()).select("pair_id", "hallu_type")
-    for t in sorted(pairs_type["hallu_type"].unique().to_list()):
-        ids = pairs_type.filter(pl.col("hallu_type") == t)["pair_id"].to_list()
-        out.append((f"hallu_type={t}", df.filter(pl.col("pair_id").is_in(ids))))
+    mcc_den = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    out = {"accuracy": _div(tp + tn, tp + tn + fp + fn), "precision": _div(tp, tp + fp), "recall": rec,
+           "f1": _div(2 * tp, 2 * tp + fp + fn), "balanced_accuracy": _div(rec * has_pos + spec * has_neg, has_pos + has_neg),
+           "mcc": _div(tp * tn - fp * fn, mcc_den), "miss_rate": (1.0 - rec) * has_pos}
+    if s is not None and np.any(yb) and not np.all(yb):
+        ranking = Ranking(np.asarray(s, float))
+        out["roc_auc"] = ranking.roc_auc(yb, w)
+        out["pr_auc"] = ranking.average_precision(yb, w)
     return out
 
 
-def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig, seed: int,
-             dataset: str, dataset_version: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    joined = detections.join(samples.drop("history", "passages"), on="sample_id", how="inner").sort("detector", "sample_id")
-    rows, conf = [], []
-    rng = np.random.default_rng(seed)
-    for (eval_id, detector), df in sorted(joined.group_by("eval_id", "detector"), key=lambda kv: kv[0]):
-        for slice_name, s in _slices(df):
-            settings = [("binary", s["label_binary"], s["pred_binary"], binary_metrics),
-                        ("4class", s["label_4class"], s["pred_4class"], multiclass_metrics)]
-            hs = s.filter(pl.col("hallu_type").is_not_null())
-            if hs.height:
-                settings.append(("type", hs["hallu_type"], hs["pred_type"].fill_null("none"), multiclass_metrics))
-            for setting, y_s, p_s, fn in settings:
-                y, p = y_s.to_numpy().astype(str), p_s.to_numpy().astype(str)
-                if len(y) == 0:
+class Ranking:
+    """Samples sorted by score (descending, stable) with each position's tie group bounds:
+    ROC-AUC and average precision for any weights without re-sorting."""
+
+    def __init__(self, s: np.ndarray):
+        self.order = np.argsort(-s, kind="stable")
+        ss = s[self.order]
+        n = len(ss)
+        new_group = np.concatenate([[True], ss[1:] != ss[:-1]])
+        is_end = np.concatenate([ss[1:] != ss[:-1], [True]])
+        self.start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+        self.end = np.minimum.accumulate(np.where(is_end, np.arange(n), n)[::-1])[::-1]
+
+    def _sorted(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ws = w[..., self.order]
+        return ws * y[self.order], ws * ~y[self.order]
+
+    def roc_auc(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """P(score of a positive > score of a negative) + half the ties (= sklearn's roc_auc_score)."""
+        pos, neg = self._sorted(y, w)
+        cum_neg = np.cumsum(neg, axis=-1)
+        n_pos, n_neg = pos.sum(axis=-1), cum_neg[..., -1]
+        at_end = cum_neg[..., self.end]
+        before = cum_neg[..., self.start] - neg[..., self.start]
+        wins = np.sum(pos * ((n_neg[..., None] - at_end) + 0.5 * (at_end - before)), axis=-1)
+        return _div(wins, n_pos * n_neg)
+
+    def average_precision(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """sklearn's average_precision_score: each positive contributes the precision at the end of
+        its tie group (everything scored at least as high is predicted positive there)."""
+        pos, _ = self._sorted(y, w)
+        ws = w[..., self.order]
+        precision_at_end = _div(np.cumsum(pos, axis=-1)[..., self.end], np.cumsum(ws, axis=-1)[..., self.end])
+        return _div(np.sum(pos * precision_at_end, axis=-1), pos.sum(axis=-1))
+
+
+def multiclass_metrics(y, p, labels: tuple = (), w=None) -> dict[str, np.ndarray]:
+    """Accuracy and macro F1 over the labels present in y or p (sklearn's f1_score(average='macro'));
+    per label of `labels` present in y: F1 (`f1:<label>`) and class accuracy = recall (`class_accuracy:<label>`)."""
+    y, p = np.asarray(y), np.asarray(p)
+    names, codes = np.unique(np.concatenate([y, p]), return_inverse=True)
+    return multiclass_from_codes(codes[: len(y)], codes[len(y):], names, labels, w)
+
+
+def multiclass_from_codes(y: np.ndarray, p: np.ndarray, names, labels: tuple = (), w=None) -> dict[str, np.ndarray]:
+    """multiclass_metrics on integer codes into `names`, through (weighted) confusion matrices."""
+    k = len(names)
+    w = _weights(w, len(y))
+    cm = (w @ np.eye(k * k)[y * k + p]).reshape(w.shape[:-1] + (k, k))
+    tp = np.diagonal(cm, axis1=-2, axis2=-1)
+    true_n, pred_n = cm.sum(axis=-1), cm.sum(axis=-2)
+    f1 = _div(2 * tp, true_n + pred_n)
+    present = (true_n + pred_n) > 0
+    out = {"accuracy": _div(tp.sum(axis=-1), true_n.sum(axis=-1)), "macro_f1": _div((f1 * present).sum(axis=-1), present.sum(axis=-1))}
+    index = {str(n): i for i, n in enumerate(names)}
+    for lab in labels:
+        i = index.get(lab)
+        if i is not None and np.any(true_n[..., i] > 0):
+            out[f"f1:{lab}"] = f1[..., i]
+            out[f"class_accuracy:{lab}"] = _div(tp[..., i], true_n[..., i])
+    return out
+
+
+def _bootstrap(y, p, fn, counts: np.ndarray, confidence: float, s=None) -> dict[str, tuple[float, float]]:
+    """Percentile intervals over bootstrap resamples given as (resamples, n) occurrence counts."""
+    values = fn(y, p, w=counts) if s is None else fn(y, p, s, w=counts)
+    keys = list(values)
+    if not keys:
+        return {}
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(np.stack([values[k] for k in keys]), [a, 1 - a], axis=1)
+    return {k: (float(lo[i]), float(hi[i])) for i, k in enumerate(keys)}
+
+
+class Resampler:
+    """Stratified bootstrap counts, drawn once per sample set and strata and shared by every detector
+    and setting over it (a paired bootstrap), seeded by the sample ids so results never depend on
+    the order detectors or slices are visited."""
+
+    def __init__(self, seed: int, resamples: int):
+        self.seed, self.resamples = seed, resamples
+        self._cache: dict[tuple, np.ndarray] = {}
+
+    def counts(self, sample_ids, strata) -> np.ndarray:
+        key = (tuple(sample_ids), tuple(np.asarray(strata).tolist()))
+        if key not in self._cache:
+            digest = hashlib.sha256(repr(key).encode()).digest()
+            rng = np.random.default_rng([self.seed, int.from_bytes(digest[:8], "big")])
+            self._cache[key] = stats.bootstrap_counts(np.asarray(strata), self.resamples, rng)
+        return self._cache[key]
+
+
+# ---- slices -------------------------------------------------------------------------------------
+
+def _pairs_of(df: pl.DataFrame, **match) -> pl.DataFrame:
+    """Both sides of the pairs whose hallucinated sample matches (the faithful side has no type)."""
+    cond = pl.lit(True)
+    for col, val in match.items():
+        cond = cond & (pl.col(col) == val)
+    ids = df.filter(cond)["pair_id"].unique()
+    return df.filter(pl.col("pair_id").is_in(ids.to_list()))
+
+
+def _slices(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame, bool]]:
+    """(name, rows, full) — full slices get every setting, the fine-grained ones binary only."""
+    out = [("all", df, True)]
+    for col in ("split", "source", "lang"):
+        for key in sorted(df[col].drop_nulls().unique().to_list()):
+            out.append((f"{col}={key}", df.filter(pl.col(col) == key), True))
+    hallu = df.filter(pl.col("hallu_type").is_not_null())
+    for t in sorted(hallu["hallu_type"].unique().to_list()):
+        out.append((f"hallu_type={t}", _pairs_of(df, hallu_type=t), True))
+    for sub in sorted(hallu["hallu_subtype"].drop_nulls().unique().to_list()):
+        out.append((f"hallu_subtype={sub}", _pairs_of(df, hallu_subtype=sub), False))
+    if "injector" in df.columns:
+        for t, inj in sorted(set(hallu.filter(pl.col("injector").is_not_null()).select("hallu_type", "injector").iter_rows())):
+            out.append((f"hallu_type={t}&injector={inj}", _pairs_of(df, hallu_type=t, injector=inj), False))
+    if "turn_index" in df.columns:
+        for k in sorted(df["turn_index"].drop_nulls().unique().to_list()):
+            out.append((f"turn_index={k}", df.filter(pl.col("turn_index") == k), False))
+    return out
+
+
+def _collapse3(labels: np.ndarray) -> np.ndarray:
+    return np.where(np.isin(labels, ("false_refusal", "true_refusal")), "refusal", labels)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of one slice: y and p as the metric function takes them (booleans or integer codes),
+    the readable labels for the confusion table, and the bootstrap's sample ids and strata."""
+
+    name: str
+    y: np.ndarray
+    p: np.ndarray
+    scores: np.ndarray | None
+    fn: Callable
+    y_labels: np.ndarray
+    p_labels: np.ndarray
+    ids: tuple
+    strata: np.ndarray
+
+    def metrics(self, w=None) -> dict[str, np.ndarray]:
+        return self.fn(self.y, self.p, w=w) if self.scores is None else self.fn(self.y, self.p, self.scores, w=w)
+
+
+def _coded(name: str, y: np.ndarray, p: np.ndarray, labels: tuple, ids: tuple, strata: np.ndarray) -> Setting:
+    names, codes = np.unique(np.concatenate([y, p]), return_inverse=True)
+    fn = lambda a, b, w=None: multiclass_from_codes(a, b, names, labels, w)  # noqa: E731
+    return Setting(name, codes[: len(y)], codes[len(y):], None, fn, y, p, ids, strata)
+
+
+def _settings(s: pl.DataFrame, full: bool) -> list[Setting]:
+    """The settings scored on one slice. Binary, 4-class and 3-class share resamples stratified by
+    the 4-class label (which fixes the binary class counts too); type resamples within each type."""
+    ids, y4 = tuple(s["sample_id"].to_list()), s["label_4class"].to_numpy().astype(str)
+    ys, ps = s["label_binary"].to_numpy().astype(str), s["pred_binary"].to_numpy().astype(str)
+    out = [Setting("binary", _positive(ys), _positive(ps), s["score"].to_numpy().astype(float), binary_metrics, ys, ps, ids, y4)]
+    if not full:
+        return out
+    p4 = s["pred_4class"].to_numpy().astype(str)
+    out.append(_coded("4class", y4, p4, LABEL_4CLASS, ids, y4))
+    out.append(_coded("3class", _collapse3(y4), _collapse3(p4), LABEL_3CLASS, ids, y4))
+    hs = s.filter(pl.col("hallu_type").is_not_null())
+    if hs.height:
+        yt, pt = hs["hallu_type"].to_numpy().astype(str), hs["pred_type"].fill_null("none").to_numpy().astype(str)
+        out.append(_coded("type", yt, pt, TYPE_LABELS, tuple(hs["sample_id"].to_list()), yt))
+    return out
+
+
+def _row(ctx: dict, setting: str, slice_name: str, metric: str, value: float, ci=(None, None), n: int = 0) -> dict:
+    return {**ctx, "setting": setting, "slice": slice_name, "metric": metric, "value": float(value),
+            "ci_low": ci[0], "ci_high": ci[1], "n": n}
+
+
+# ---- threshold sweep ----------------------------------------------------------------------------
+
+def thresholds(cfg: MetricsConfig) -> np.ndarray:
+    return np.round(np.arange(cfg.sweep_min, cfg.sweep_max + 1e-9, cfg.sweep_step), 4)
+
+
+def sweep(y: np.ndarray, s: np.ndarray, grid: np.ndarray) -> dict[str, np.ndarray]:
+    """Binary metrics of `score >= t` for every t of the grid: {metric: (len(grid),)}."""
+    per_t = [binary_metrics(y, s >= t) for t in grid]
+    return {k: np.array([float(m[k]) for m in per_t]) for k in ("f1", "precision", "recall", "accuracy")}
+
+
+def best_threshold(y: np.ndarray, s: np.ndarray, grid: np.ndarray, metric: str = "f1") -> float:
+    """The grid threshold maximizing `metric`; ties go to the threshold nearest 0.5 (then the lower)."""
+    values = sweep(y, s, grid)[metric]
+    best = np.flatnonzero(np.isclose(values, values.max()))
+    return float(grid[min(best, key=lambda i: (abs(grid[i] - 0.5), grid[i]))])
+
+
+def _tune_apply(splits: set[str], cfg: MetricsConfig) -> tuple[str, str] | None:
+    """(split to choose the threshold on, split to apply it to), or None (one split: no honest choice)."""
+    if cfg.threshold_apply_split not in splits:
+        return None
+    tune = next((t for t in cfg.threshold_tune_splits if t in splits and t != cfg.threshold_apply_split), None)
+    return (tune, cfg.threshold_apply_split) if tune else None
+
+
+def _threshold_rows(df: pl.DataFrame, cfg: MetricsConfig, base: dict, resampler: "Resampler | None") -> list[dict]:
+    rows = []
+    grid = thresholds(cfg)
+    parts = [("all", df)] + [(f"split={k}", df.filter(pl.col("split") == k)) for k in sorted(df["split"].unique().to_list())]
+    for name, part in parts:
+        y, s = part["label_binary"].to_numpy().astype(str), part["score"].to_numpy().astype(float)
+        if not len(y):
+            continue
+        for metric, values in sweep(y, s, grid).items():
+            rows += [_row(base, "sweep", name, f"{metric}@{t:.2f}", v, n=len(y)) for t, v in zip(grid, values)]
+    plan = _tune_apply(set(df["split"].unique().to_list()), cfg)
+    tune, apply = plan if plan else ("all", "all")
+    tdf = df if tune == "all" else df.filter(pl.col("split") == tune)
+    adf = df if apply == "all" else df.filter(pl.col("split") == apply)
+    yt, st = tdf["label_binary"].to_numpy().astype(str), tdf["score"].to_numpy().astype(float)
+    if len(np.unique(yt)) < 2 or not adf.height:
+        return rows
+    t = best_threshold(yt, st, grid, cfg.threshold_metric)
+    ya, sa = adf["label_binary"].to_numpy().astype(str), adf["score"].to_numpy().astype(float)
+    pa = np.where(sa >= t, POS, "faithful")
+    point = binary_metrics(ya, pa)
+    counts = resampler.counts(adf["sample_id"].to_list(), adf["label_4class"].to_numpy().astype(str)) if resampler else None
+    cis = _bootstrap(ya, pa, binary_metrics, counts, cfg.confidence) if resampler else {}
+    name = f"{tune}->{apply}"
+    rows.append(_row(base, "threshold", name, "threshold", t, n=len(yt)))
+    for metric in ("accuracy", "precision", "recall", "f1", "mcc", "balanced_accuracy"):
+        rows.append(_row(base, "threshold", name, metric, point[metric], cis.get(metric, (None, None)), len(ya)))
+    return rows
+
+
+# ---- pairwise statistics -----------------------------------------------------------------------
+
+def _correct_matrix(joined: pl.DataFrame, detectors: list[str], setting: str, split: str | None) -> tuple[np.ndarray, int]:
+    """(n, k) correctness of `detectors` on the samples every one of them scored."""
+    label, pred = ("label_binary", "pred_binary") if setting == "binary" else ("label_4class", "pred_4class")
+    df = joined if split is None else joined.filter(pl.col("split") == split)
+    wide = (df.filter(pl.col("detector").is_in(detectors))
+            .with_columns(ok=(pl.col(label) == pl.col(pred)).cast(pl.Int8))
+            .pivot(on="detector", index="sample_id", values="ok").drop_nulls().sort("sample_id"))
+    if wide.height == 0 or any(d not in wide.columns for d in detectors):
+        return np.zeros((0, len(detectors))), 0
+    return wide.select(detectors).to_numpy().astype(bool), wide.height
+
+
+def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list[dict]:
+    detectors = sorted(joined["detector"].unique().to_list())
+    splits = set(joined["split"].unique().to_list())
+    scopes = [("all", None)] + ([(f"split={cfg.threshold_apply_split}", cfg.threshold_apply_split)]
+                                if cfg.threshold_apply_split in splits and len(splits) > 1 else [])
+    rows = []
+    blank = {"df": None, "p_holm": None, "a_only_correct": None, "b_only_correct": None, "net": None}
+    for setting in ("binary", "4class"):
+        for slice_name, split in scopes:
+            pair_rows = []
+            for a, b in itertools.combinations(detectors, 2):
+                x, n = _correct_matrix(joined, [a, b], setting, split)
+                if not n:
                     continue
-                point = {k: float(v) for k, v in fn(y, p).items()}
-                cis = _bootstrap(y, p, fn, cfg.bootstrap_resamples, cfg.confidence, rng) if cfg.bootstrap_resamples else {}
-                for metric, value in point.items():
-                    lo, hi = cis.get(metric, (None, None))
-                    rows.append({"eval_id": eval_id, "dataset": dataset, "dataset_version": dataset_version,
-                                 "detector": detector, "setting": setting, "slice": slice_name, "metric": metric,
-                                 "value": value, "ci_low": lo, "ci_high": hi, "n": len(y)})
-                if slice_name == "all":
-                    pairs = pl.DataFrame({"t": y, "p": p}).group_by("t", "p").len()
-                    for t, pr, n in pairs.iter_rows():
-                        conf.append({"eval_id": eval_id, "detector": detector, "setting": setting, "slice": slice_name,
-                                     "true_label": t, "pred_label": pr, "count": n})
+                t = stats.mcnemar(x[:, 0], x[:, 1])
+                pair_rows.append({**base, **blank, "test": "mcnemar_exact" if t.exact else "mcnemar_chi2", "setting": setting,
+                                  "slice": slice_name, "detector_a": a, "detector_b": b, "detectors": [a, b], "n": n,
+                                  "statistic": t.statistic, "p_value": t.p_value, "a_only_correct": t.a_only,
+                                  "b_only_correct": t.b_only, "net": t.b_only - t.a_only})
+            for r, p in zip(pair_rows, stats.holm([r["p_value"] for r in pair_rows])):
+                r["p_holm"] = float(p)
+            rows += pair_rows
+            if len(detectors) >= 3:
+                x, n = _correct_matrix(joined, detectors, setting, split)
+                if n:
+                    q = stats.cochrans_q(x)
+                    rows.append({**base, **blank, "test": "cochran_q", "setting": setting, "slice": slice_name,
+                                 "detector_a": "*", "detector_b": "*", "detectors": detectors, "n": n,
+                                 "statistic": q.statistic, "df": q.df, "p_value": q.p_value})
+            for baseline, condition in cfg.condition_pairs:
+                if baseline not in detectors or condition not in detectors:
+                    continue
+                x, n = _correct_matrix(joined, [baseline, condition], setting, split)
+                if not n:
+                    continue
+                imp = stats.helped_hurt(x[:, 0], x[:, 1])
+                rows.append({**base, **blank, "test": "helped_hurt", "setting": setting, "slice": slice_name,
+                             "detector_a": baseline, "detector_b": condition, "detectors": [baseline, condition], "n": n,
+                             "statistic": imp.test.statistic, "p_value": imp.test.p_value,
+                             "a_only_correct": imp.hurt, "b_only_correct": imp.helped, "net": imp.net})
+    return rows
+
+
+# ---- evaluate -----------------------------------------------------------------------------------
+
+def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig, seed: int,
+             dataset: str, dataset_version: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    keep = [c for c in samples.columns if c not in ("history", "passages", "response", "query", "standalone_query")]
+    joined = detections.join(samples.select(keep), on="sample_id", how="inner").sort("detector", "sample_id")
+    rows, conf, tests = [], [], []
+    resampler = Resampler(seed, cfg.bootstrap_resamples) if cfg.bootstrap_resamples else None
+    for (eval_id, detector), df in sorted(joined.group_by("eval_id", "detector"), key=lambda kv: kv[0]):
+        base = {"eval_id": eval_id, "dataset": dataset, "dataset_version": dataset_version, "detector": detector}
+        for slice_name, s, full in _slices(df):
+            for st in _settings(s, full) if s.height else []:
+                point = {k: float(v) for k, v in st.metrics().items()}
+                cis = _bootstrap(st.y, st.p, st.fn, resampler.counts(st.ids, st.strata), cfg.confidence, st.scores) \
+                    if resampler else {}
+                rows += [_row(base, st.name, slice_name, m, v, cis.get(m, (None, None)), len(st.y)) for m, v in point.items()]
+                if slice_name == "all" or slice_name.startswith("split="):
+                    pairs = pl.DataFrame({"t": st.y_labels, "p": st.p_labels}).group_by("t", "p").len()
+                    conf += [{"eval_id": eval_id, "detector": detector, "setting": st.name, "slice": slice_name,
+                              "true_label": t, "pred_label": pr, "count": n} for t, pr, n in pairs.iter_rows()]
+        rows += _threshold_rows(df, cfg, base, resampler)
+    for eval_id, df in sorted(joined.group_by("eval_id"), key=lambda kv: kv[0]):
+        tests += pairwise_tests(df, cfg, {"eval_id": eval_id[0], "dataset": dataset, "dataset_version": dataset_version})
     metrics = rows_frame(rows, ["eval_id", "detector", "setting", "slice", "metric"])
     confusion = rows_frame(conf, ["eval_id", "detector", "setting", "slice", "true_label", "pred_label"])
-    return metrics, confusion
+    detector_tests = rows_frame(tests, ["eval_id", "test", "setting", "slice", "detector_a", "detector_b"])
+    return metrics, confusion, detector_tests
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: MetricsConfig = ctx.config
+    samples = inputs["samples"]
     version = ctx.input_hashes.get("samples", "unversioned")[:16]
-    metrics, confusion = evaluate(inputs["samples"], inputs["detections"], cfg, ctx.seed, DATASET, version)
+    metrics, confusion, tests = evaluate(samples, inputs["detections"], cfg, ctx.seed, dataset_of(samples), version)
     ctx.progress(1, 1)
-    return {"metrics": metrics, "confusion": confusion}
+    return {"metrics": metrics, "confusion": confusion, "detector_tests": tests}

@@ -1,34 +1,37 @@
-"""numeric_grounding: every number/unit/period in the response must occur in the passages or history.
+"""numeric_grounding: numbers, units, periods and named entities of the response must be in the evidence.
 
-Refusals are judged by whether the passages cover the question; answers over passages that
-do not cover the question are flagged as False Acceptance.
+Evidence = the passages and (unless `use_history: false`) the dialogue history and question.
+A number that an evidence number of the same unit *contradicts* (same wording, other value)
+flags a Contradictory response; a number, period or name found nowhere flags it Unverifiable.
+Refusals are judged by whether the passages cover the question; an answer over passages that
+do not cover the question is flagged as False Acceptance.
 """
 
 from __future__ import annotations
 
-from finhallu.tasks.detectors import Detection, looks_like_refusal, register_detector
-from finhallu.tasks.detectors.grounding import query_coverage
-from finhallu.tasks.textnorm import number_keys
+from finhallu.tasks.detectors import Detection, register_detector
+from finhallu.tasks.detectors.grounding import findings, refusal_detection
 
 
-@register_detector("numeric_grounding", coverage_threshold=0.5)
-def detect(sample: dict, params: dict) -> Detection:
-    texts = [p["text"] for p in sample["passages"]]
-    history = " ".join(m["content"] for m in sample["history"])
-    coverage = query_coverage(sample["standalone_query"] or sample["query"], texts)
-    thr = params["coverage_threshold"]
-    if looks_like_refusal(sample["response"]):
-        if coverage >= thr:
-            return Detection(coverage, "hallucinated", "false_refusal", "false_refusal",
-                             f"refusal although the passages cover {coverage:.0%} of the question")
-        return Detection(coverage * 0.5, "faithful", "true_refusal", None, f"refusal; question coverage {coverage:.0%}")
-    resp_keys = number_keys(sample["response"])
-    evidence = set().union(*(number_keys(t) for t in texts)) | number_keys(history) | number_keys(sample["query"])
-    missing = sorted(resp_keys - evidence)
-    if missing:
-        return Detection(0.5 + 0.5 * len(missing) / max(1, len(resp_keys)), "hallucinated", "hallucination", "contradictory",
-                         f"numbers not in the evidence: {', '.join(missing[:4])}")
-    if coverage < thr:
-        return Detection(1.0 - coverage, "hallucinated", "hallucination", "false_acceptance",
-                         f"answer although the passages cover only {coverage:.0%} of the question")
-    return Detection(0.5 * (1.0 - coverage), "faithful", "faithful_answer", None, "all numbers grounded; question covered")
+@register_detector("numeric_grounding", version="2", coverage_threshold=0.5, use_history=True, max_passages=None)
+def detect(sample: dict, params: dict, ctx=None) -> Detection:
+    f = findings(sample, use_history=params["use_history"], max_passages=params["max_passages"])
+    if f.refusal:
+        return refusal_detection(f, params["coverage_threshold"])
+    checked = max(1, f.n_numbers)
+    if f.contradicted:
+        said, ev = f.contradicted[0]
+        return Detection(min(1.0, 0.85 + 0.15 * len(f.contradicted) / checked), "hallucinated", "hallucination", "contradictory",
+                         f"{said} contradicts the evidence ({ev} in the same wording)")
+    if f.missing_numbers:
+        return Detection(min(1.0, 0.7 + 0.3 * len(f.missing_numbers) / checked), "hallucinated", "hallucination", "unverifiable",
+                         f"numbers not in the evidence: {', '.join(f.missing_numbers[:4])}")
+    if f.missing_periods or f.missing_entities:
+        what = f.missing_periods + f.missing_entities
+        return Detection(min(0.95, 0.62 + 0.05 * len(what)), "hallucinated", "hallucination", "unverifiable",
+                         f"periods/names not in the evidence: {', '.join(what[:4])}")
+    if f.coverage < params["coverage_threshold"]:
+        return Detection(0.5 + 0.5 * (1.0 - f.coverage), "hallucinated", "hallucination", "false_acceptance",
+                         f"answer although the passages cover only {f.coverage:.0%} of the question")
+    return Detection(0.45 * (1.0 - f.coverage), "faithful", "faithful_answer", None,
+                     f"all {f.n_numbers} numbers, periods and names grounded; question coverage {f.coverage:.0%}")

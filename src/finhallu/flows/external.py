@@ -1,0 +1,111 @@
+"""`finhallu eval-external`: run detectors on an external labelled dataset (RAGTruth, HaluEval, JSONL/CSV).
+
+The dataset is read by its loader (tasks/external/), gated and published as an `external_samples`
+version (with a small `dataset_stats` version), then the same cached detect -> metrics -> report
+stages run on it. Results land in `detections` / `metrics` / `confusion` / `detector_tests` with
+`dataset` = the dataset's name and `dataset_version` = its content hash; they never become the
+current benchmark views, so query them in `<table>_all`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import polars as pl
+from prefect import flow
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+from finhallu.config import load_config
+from finhallu.flows.artifacts import finalize_evaluation
+from finhallu.flows.build import _write_report, check_role_keys, new_build_id
+from finhallu.flows.evaluate import run_eval_stages
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.schemas.gate import GateFailed, run_gate
+from finhallu.tasks.external import load_external
+from finhallu.warehouse import Catalog, TableRef
+from finhallu.warehouse.lock import HomeLock
+from finhallu.warehouse.store import utc_now
+
+SUMMARY = [("binary", "accuracy"), ("binary", "f1"), ("binary", "mcc"), ("binary", "roc_auc"), ("binary", "pr_auc"),
+           ("4class", "macro_f1"), ("type", "macro_f1")]
+
+
+def dataset_stats_of(samples: pl.DataFrame) -> pl.DataFrame:
+    """Counts per split (and overall) of samples, pairs, 4-class labels and types, in the dataset_stats layout."""
+    rows = []
+    for split, part in [("all", samples)] + [(s, samples.filter(pl.col("split") == s)) for s in sorted(samples["split"].unique().to_list())]:
+        rows += [{"split": split, "metric": "samples", "slice": "all", "value": float(part.height)},
+                 {"split": split, "metric": "pairs", "slice": "all", "value": float(part["pair_id"].n_unique())}]
+        for lab, n in part.group_by("label_4class").len().sort("label_4class").iter_rows():
+            rows.append({"split": split, "metric": "samples_by_label_4class", "slice": lab, "value": float(n)})
+        for t, n in part.filter(pl.col("hallu_type").is_not_null()).group_by("hallu_type").len().sort("hallu_type").iter_rows():
+            rows.append({"split": split, "metric": "samples_by_hallu_type", "slice": t, "value": float(n)})
+    return CONTRACTS["dataset_stats"].conform(pl.DataFrame(rows))
+
+
+def _publish(catalog: Catalog, name: str, frame: pl.DataFrame, parents: list[TableRef], build_id: str) -> TableRef:
+    result = run_gate(name, frame, {})
+    catalog.record_dq(build_id, "eval_external", name, result.rows)
+    if not result.ok:
+        raise GateFailed(result, "eval_external")
+    return catalog.store.publish(name, frame, parents=parents, build_id=build_id, flow_run_id=None, stage="eval_external",
+                                 gate="passed")
+
+
+def files_digest(path: Path) -> str:
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@flow(name="finhallu-eval-external", flow_run_name="eval-external-{build_id}", persist_result=False)
+def external_flow(home: str, profile: str, build_id: str, detectors: dict, samples: TableRef, stats: TableRef) -> dict:
+    cfg = load_config(profile)
+    cfg.detect.detectors = detectors
+    refs = run_eval_stages(cfg, home, build_id, {"samples": samples, "dataset_stats": stats})
+    finalize_evaluation(home, build_id, refs)
+    return refs
+
+
+def summarize(metrics: pl.DataFrame) -> dict:
+    """{detector: {slice: {setting_metric: {value, ci}}}} for the headline metrics on all samples and the test split."""
+    out: dict = {}
+    wanted = metrics.filter(pl.col("slice").is_in(["all", "split=test"]))
+    for r in wanted.iter_rows(named=True):
+        if (r["setting"], r["metric"]) in SUMMARY:
+            out.setdefault(r["detector"], {}).setdefault(r["slice"], {})[f"{r['setting']}_{r['metric']}"] = {
+                "value": round(r["value"], 4), "ci": None if r["ci_low"] is None else [round(r["ci_low"], 4), round(r["ci_high"], 4)],
+                "n": r["n"]}
+    return out
+
+
+def run_eval_external(home: str | Path, fmt: str, path: str | Path, detectors: list[str] | None = None,
+                      profile: str = "demo", dataset: str | None = None, limit: int | None = None,
+                      wait_s: float = 0.0) -> dict:
+    home = Path(home).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    cfg = load_config(profile)
+    chosen = detectors or list(cfg.detect.detectors)
+    selected = {d: cfg.detect.detectors.get(d, {}) for d in chosen}
+    check_role_keys(cfg, only=("detect",))
+    frame = load_external(fmt, path, dataset, limit)
+    name = frame["dataset"][0]
+    build_id = "ext-" + new_build_id()
+    catalog = Catalog(home)
+    with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
+        catalog.store.sweep()
+        samples = _publish(catalog, "external_samples", frame, [], build_id)
+        stats = _publish(catalog, "dataset_stats", dataset_stats_of(frame), [samples], build_id)
+        with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):
+            refs = external_flow(str(home), profile, build_id, selected, samples, stats)
+        catalog.refresh_views()
+        report = _write_report(home, build_id, refs["report_index"])
+    metrics = catalog.store.read(refs["metrics"])
+    return {"build_id": build_id, "format": fmt, "dataset": name, "dataset_version": samples.content_hash[:16],
+            "files_sha256": files_digest(Path(path).expanduser()), "samples": frame.height,
+            "splits": dict(frame.group_by("split").len().sort("split").iter_rows()),
+            "eval_id": metrics["eval_id"][0] if metrics.height else None, "report": str(report),
+            "tables": {n: f"{r.name}@{r.version}" for n, r in refs.items()}, "metrics": summarize(metrics)}

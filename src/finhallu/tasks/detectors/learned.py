@@ -1,0 +1,124 @@
+"""learned: a scikit-learn classifier over the other detectors' outputs and simple evidence features.
+
+Fits on the `train_split` samples' labels (the only detector that sees labels, and only those),
+chooses its decision threshold by best F1 on `tune_split` when that split exists (else 0.5),
+and scores every other sample; training rows get no detection, so its metrics are out-of-sample.
+Three models share the features: binary (hallucinated?), 4-class and hallucination type
+(fit on the hallucinated train samples); the 4-class and type predictions are kept consistent
+with the binary decision. Deterministic (lbfgs logistic regression; seeded gradient boosting).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from finhallu.tasks.detectors import Detection, register_detector
+from finhallu.tasks.detectors.grounding import findings
+
+FEATURE_DETECTORS = ["numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability"]
+GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
+
+
+def evidence_features(sample: dict) -> dict[str, float]:
+    f = findings(sample)
+    return {
+        "refusal": float(f.refusal), "coverage": f.coverage, "relevance": f.relevance, "min_support": f.min_support,
+        "mean_support": f.mean_support, "missing_numbers": len(f.missing_numbers), "contradicted": len(f.contradicted),
+        "missing_entities": len(f.missing_entities), "missing_periods": len(f.missing_periods), "flips": len(f.flips),
+        "numbers": f.n_numbers, "log_chars": math.log1p(len(sample.get("response") or "")),
+        "history_turns": len(sample.get("history") or []) / 2,
+    }
+
+
+def feature_matrix(samples: list[dict], params: dict, ctx) -> tuple[np.ndarray, list[str]]:
+    cols: dict[str, list[float]] = {}
+    for name in params["features"]:
+        for d in ctx.detections(name, samples):
+            cols.setdefault(f"{name}.score", []).append(d.score if d else 0.5)
+            cols.setdefault(f"{name}.flag", []).append(float(d is not None and d.pred_binary == "hallucinated"))
+    if params["evidence_features"]:
+        for s in samples:
+            for k, v in evidence_features(s).items():
+                cols.setdefault(k, []).append(float(v))
+    names = sorted(cols)
+    return np.array([cols[n] for n in names], dtype=float).T.reshape(len(samples), len(names)), names
+
+
+def _model(kind: str, seed: int, C: float):
+    from sklearn.ensemble import GradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if kind == "logreg":
+        return make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000, class_weight="balanced"))
+    if kind == "gbdt":
+        return GradientBoostingClassifier(n_estimators=150, max_depth=2, learning_rate=0.1, random_state=seed)
+    raise ValueError(f"learned: model must be logreg or gbdt, got {kind!r}")
+
+
+def _fit(kind: str, seed: int, C: float, X: np.ndarray, y: np.ndarray):
+    classes = np.unique(y)
+    if len(classes) == 1:  # one class only: a constant predictor
+        return None, classes
+    return _model(kind, seed, C).fit(X, y), classes
+
+
+def _proba(model, classes, X) -> np.ndarray:
+    return np.ones((len(X), 1)) if model is None else model.predict_proba(X)
+
+
+def _pick(probs: np.ndarray, classes: np.ndarray, allowed: tuple[str, ...], fallback: str) -> str:
+    options = [(p, c) for p, c in zip(probs, classes) if c in allowed]
+    return max(options)[1] if options else fallback
+
+
+@register_detector("learned", batch=True, version="1", features=FEATURE_DETECTORS, evidence_features=True,
+                   model="logreg", C=1.0, train_split="train", tune_split="valid", seed=0)
+def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
+    split = np.array([s.get("split") for s in samples])
+    train = split == params["train_split"]
+    y_bin = np.array([s.get("label_binary") == "hallucinated" for s in samples])
+    if train.sum() < 4 or len(np.unique(y_bin[train])) < 2:
+        raise ValueError(f"learned: needs labelled samples of both classes in split {params['train_split']!r}; "
+                         f"found {int(train.sum())} train samples ({int(y_bin[train].sum())} hallucinated)")
+    X, names = feature_matrix(samples, params, ctx)
+    kind, seed, C = params["model"], params["seed"], params["C"]
+    binary, _ = _fit(kind, seed, C, X[train], y_bin[train])
+    p_hallu = binary.predict_proba(X)[:, list(binary.classes_).index(True)]
+    tune = split == params["tune_split"]
+    threshold = 0.5
+    if tune.any() and len(np.unique(y_bin[tune])) == 2:
+        from finhallu.tasks.metrics import best_threshold
+
+        threshold = best_threshold(np.where(y_bin[tune], "hallucinated", "faithful"), p_hallu[tune], GRID)
+    y4 = np.array([s.get("label_4class") for s in samples])
+    four, four_classes = _fit(kind, seed, C, X[train], y4[train])
+    hallu_train = train & y_bin
+    yt = np.array([s.get("hallu_type") or "none" for s in samples])
+    typ, type_classes = _fit(kind, seed, C, X[hallu_train], yt[hallu_train])
+    p4, pt = _proba(four, four_classes, X), _proba(typ, type_classes, X)
+    if kind == "logreg":
+        coef = binary[-1].coef_[0]
+        top = ", ".join(f"{names[i]} {coef[i]:+.2f}" for i in np.argsort(-np.abs(coef))[:3])
+    else:
+        imp = binary.feature_importances_
+        top = ", ".join(f"{names[i]} {imp[i]:.2f}" for i in np.argsort(-imp)[:3])
+    out: list[Detection | None] = []
+    for i, s in enumerate(samples):
+        if train[i]:
+            out.append(None)
+            continue
+        hallucinated = bool(p_hallu[i] >= threshold)
+        if hallucinated:
+            label4 = _pick(p4[i], four_classes, ("hallucination", "false_refusal"), "hallucination")
+            htype = _pick(pt[i], type_classes, tuple(c for c in type_classes if c != "none"), "unverifiable")
+            htype = "false_refusal" if label4 == "false_refusal" else ("unverifiable" if htype == "false_refusal" else htype)
+        else:
+            label4, htype = _pick(p4[i], four_classes, ("faithful_answer", "true_refusal"), "faithful_answer"), None
+        out.append(Detection(float(p_hallu[i]), "hallucinated" if hallucinated else "faithful", label4, htype,
+                             f"{kind} on {len(names)} features, {int(train.sum())} train samples; p={p_hallu[i]:.2f} vs "
+                             f"threshold {threshold:.2f}; strongest: {top}"))
+    return out

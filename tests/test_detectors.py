@@ -1,0 +1,275 @@
+"""Detectors on hand-made samples whose faults are known: grounding, lexical support, refusal and
+answerability, embedding similarity, the LLM judge (offline rules backend through the router),
+NLI (injected scorer; the model-loading error path), the learned detector, and run_detectors."""
+
+from __future__ import annotations
+
+import json
+
+import jinja2
+import numpy as np
+import polars as pl
+import pytest
+
+from finhallu.llm.operations import OPERATIONS
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.tasks.detect import run_detectors
+from finhallu.tasks.detectors import DETECTORS, DetectorContext, get_detector
+from finhallu.tasks.detectors import nli
+from finhallu.tasks.embedders._hub import ModelNotAvailableError
+
+KO_PASSAGE = ("보험 계약자는 약관과 청약서 부본을 받지 못한 경우 계약이 성립한 날부터 3개월 이내에 계약을 취소할 수 있습니다. "
+              "개인투자자에게 고난도금융투자상품을 판매할 때에는 2영업일 이상의 숙려기간을 보장해야 합니다.")
+EN_PASSAGE = ("Hanriver Bancorp reported total deposits of $15.0 billion at December 31, 2024. "
+              "The loan-to-deposit ratio was 86.7% at year-end. The statements were audited by Samil.")
+OTHER = "카드 부가서비스는 카드 출시 후 3년 이상 유지해야 하며, 변경하려면 6개월 전에 알려야 합니다."
+
+
+def sample(response: str, passages=(KO_PASSAGE, OTHER), query="약관을 받지 못했다면 언제까지 계약을 취소할 수 있나요?",
+           history=(), lang="ko", **labels) -> dict:
+    return {"sample_id": labels.pop("sample_id", response[:20]), "query": query, "standalone_query": query, "lang": lang,
+            "history": [{"role": r, "content": c} for r, c in history], "response": response,
+            "passages": [{"passage_id": f"p{i}", "text": t, "role": "retrieved"} for i, t in enumerate(passages)], **labels}
+
+
+GROUNDED = "약관과 청약서 부본을 받지 못했다면 계약이 성립한 날부터 3개월 이내에 계약을 취소할 수 있습니다."
+NUMBER_ERROR = "약관과 청약서 부본을 받지 못했다면 계약이 성립한 날부터 5개월 이내에 계약을 취소할 수 있습니다."
+FABRICATED = "약관을 받지 못했다면 3개월 이내에 취소할 수 있고, 수수료 12만 원을 내야 합니다."
+REFUSAL = "제공된 자료에서는 관련 내용을 찾을 수 없어 답변드리기 어렵습니다."
+CTX = DetectorContext(seed=1)
+
+
+def detect(name: str, s: dict, **params):
+    det = get_detector(name)
+    return det.run([s], det.params(params), CTX)[0]
+
+
+def test_every_detector_is_registered_with_its_parameters():
+    for name in ("numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge", "nli", "learned"):
+        get_detector(name)
+    assert {"numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge", "nli",
+            "learned"} <= set(DETECTORS)
+    with pytest.raises(ValueError, match="no parameter"):
+        get_detector("numeric_grounding").params({"nope": 1})
+    with pytest.raises(KeyError, match="unknown detector"):
+        get_detector("no_such_detector")
+
+
+def test_numeric_grounding_tells_contradiction_fabrication_and_grounded_answers():
+    ok = detect("numeric_grounding", sample(GROUNDED))
+    assert ok.pred_binary == "faithful" and ok.pred_4class == "faithful_answer" and ok.score < 0.5
+    bad = detect("numeric_grounding", sample(NUMBER_ERROR))
+    assert (bad.pred_binary, bad.pred_type) == ("hallucinated", "contradictory")
+    assert "5개월" in bad.rationale and "3개월" in bad.rationale and bad.score > ok.score
+    fab = detect("numeric_grounding", sample(FABRICATED))
+    assert (fab.pred_binary, fab.pred_type) == ("hallucinated", "unverifiable") and "12만" in fab.rationale
+    # names and periods too (English)
+    en_q = "What were Hanriver Bancorp's total deposits at the end of 2024?"
+    assert detect("numeric_grounding", sample("Total deposits were $15.0 billion at December 31, 2024.", (EN_PASSAGE,), en_q, lang="en")).pred_binary == "faithful"
+    ent = detect("numeric_grounding", sample("Total deposits were $15.0 billion, as audited by Deloitte Anjin.", (EN_PASSAGE,), en_q, lang="en"))
+    assert ent.pred_type == "unverifiable" and "Deloitte Anjin" in ent.rationale
+    per = detect("numeric_grounding", sample("Total deposits were $15.0 billion in the first quarter.", (EN_PASSAGE,), en_q, lang="en"))
+    assert per.pred_binary == "hallucinated" and "first quarter" in per.rationale
+
+
+def test_history_is_evidence_unless_disabled():
+    s = sample("네, 말씀드린 대로 약관 취소 수수료는 12만 원입니다.", query="약관 취소 수수료가 얼마라고 하셨죠?",
+               history=[("user", "약관 취소에 수수료가 있나요?"), ("assistant", "약관 취소 수수료는 12만 원입니다.")])
+    assert detect("numeric_grounding", s).pred_binary == "faithful"
+    no_history = detect("numeric_grounding", s, use_history=False)
+    assert no_history.pred_binary == "hallucinated" and "12만" in no_history.rationale
+
+
+def test_refusals_and_answerability_give_the_four_classes():
+    covered, uncovered = (KO_PASSAGE, OTHER), (OTHER,)
+    for name in ("numeric_grounding", "lexical_support", "refusal_answerability", "embedding_similarity"):
+        assert detect(name, sample(REFUSAL, covered)).pred_4class == "false_refusal", name
+        assert detect(name, sample(REFUSAL, uncovered)).pred_4class == "true_refusal", name
+    ra = get_detector("refusal_answerability")
+    assert detect("refusal_answerability", sample(GROUNDED, covered)).pred_4class == "faithful_answer"
+    fa = detect("refusal_answerability", sample(GROUNDED, uncovered))
+    assert (fa.pred_4class, fa.pred_type) == ("hallucination", "false_acceptance")
+    assert ra.defaults["coverage_threshold"] == 0.5
+
+
+def test_lexical_support_sees_modifier_flips_and_irrelevant_answers():
+    flip = detect("lexical_support", sample("고난도금융투자상품을 판매할 때에는 2영업일 미만의 숙려기간을 보장해야 합니다.",
+                                             query="고난도금융투자상품의 숙려기간은 며칠인가요?"))
+    assert (flip.pred_type, flip.pred_binary) == ("contradictory", "hallucinated") and "미만" in flip.rationale
+    off = detect("lexical_support", sample(OTHER, query="고난도금융투자상품의 숙려기간은 며칠인가요?"))
+    assert off.pred_type == "irrelevance"
+    assert detect("lexical_support", sample(GROUNDED)).pred_binary == "faithful"
+
+
+def test_embedding_similarity_scores_unrelated_responses_higher():
+    grounded = detect("embedding_similarity", sample(GROUNDED))
+    unrelated = detect("embedding_similarity", sample("해외 주식 양도소득세는 연 250만 원 기본공제 후 22% 세율로 과세됩니다."))
+    assert unrelated.score > grounded.score
+    assert "min" in grounded.rationale and "median" in grounded.rationale and "max" in grounded.rationale
+    mins = detect("embedding_similarity", sample(GROUNDED), aggregate="min")
+    assert mins.score >= grounded.score  # min of the per-line cosines <= their max
+    with pytest.raises(ValueError, match="aggregate"):
+        detect("embedding_similarity", sample(GROUNDED), aggregate="mode")
+
+
+def test_llm_judge_through_the_offline_router_in_every_mode():
+    ctx = DetectorContext(roles={"detector_judge": {"provider": "offline", "model": "rules", "temperature": 0.0}})
+    det = get_detector("llm_judge")
+    s_bad, s_ok, s_ref = sample(NUMBER_ERROR), sample(GROUNDED), sample(REFUSAL)
+    for mode in ("binary", "4class", "multiclass"):
+        bad, ok, ref = det.run([s_bad, s_ok, s_ref], det.params({"mode": mode}), ctx)
+        assert bad.pred_binary == "hallucinated" and ok.pred_binary == "faithful", mode
+        assert ref.pred_4class == "false_refusal", mode
+        assert bad.score > ok.score
+        assert all(step in bad.rationale for step in ("1)", "2)", "3)")), bad.rationale
+    typed = det.run([s_bad], det.params({"mode": "multiclass"}), ctx)[0]
+    assert typed.pred_type == "contradictory" and "5개월" in typed.rationale
+    en = det.run([sample("Deposits were $18.5 billion.", (EN_PASSAGE,), "What were total deposits?", lang="en")],
+                 det.params({}), ctx)[0]
+    assert en.pred_binary == "hallucinated" and en.rationale.startswith("1) Answerability")
+    cfg = det.config(det.params({"mode": "4class"}), ctx)
+    assert cfg["operation"] == "detect_4class" and cfg["backend"] == "offline:rules" and len(cfg["prompt_version"]) == 16
+    with pytest.raises(ValueError, match="mode"):
+        det.run([s_ok], det.params({"mode": "ternary"}), ctx)
+
+
+@pytest.mark.parametrize("op", ["detect_hallucination", "detect_4class", "detect_type"])
+def test_judge_prompts_render_in_both_languages_and_ask_for_the_output_fields(op):
+    get_detector("llm_judge")
+    operation = OPERATIONS[op]
+    fields = set(operation.output.model_fields)
+    for lang in ("ko", "en"):
+        text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(operation.template(lang)).render(
+            passages=[KO_PASSAGE], history=[{"role": "user", "content": "q"}], query="질문", response="응답", lang=lang)
+        assert KO_PASSAGE in text and "응답" in text
+        assert all(f'"{f}"' in text for f in fields), (lang, fields)
+
+
+def _word_overlap_scorer(pairs):
+    """A stand-in NLI model: entailment = share of hypothesis words in the premise; a different number
+    in the same wording is a contradiction."""
+    out = []
+    for premise, hyp in pairs:
+        hw, pw = set(hyp.split()), set(premise.split())
+        share = len(hw & pw) / max(1, len(hw))
+        contra = 0.8 if ("5개월" in hyp and "3개월" in premise) else 0.05
+        ent = share * (1 - contra)
+        out.append([ent, max(0.0, 1 - ent - contra), contra])
+    return np.array(out)
+
+
+def test_nli_scoring_logic_with_an_injected_scorer():
+    params = get_detector("nli").params({})
+    ok, bad, fab, ref = nli.score_samples([sample(GROUNDED), sample(NUMBER_ERROR), sample("전혀 관련 없는 해외 송금 한도 이야기입니다."),
+                                           sample(REFUSAL)], _word_overlap_scorer, params)
+    assert ok.pred_binary == "faithful" and ok.score < 0.5
+    assert (bad.pred_binary, bad.pred_type) == ("hallucinated", "contradictory")
+    assert (fab.pred_binary, fab.pred_type) == ("hallucinated", "unverifiable")
+    assert ref.pred_4class == "false_refusal"
+    assert "entailment per sentence" in ok.rationale
+
+
+def test_nli_without_a_local_model_names_what_is_missing(monkeypatch, tmp_path):
+    monkeypatch.delenv(nli.ENV, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    nli._load.cache_clear()
+    det = get_detector("nli")
+    with pytest.raises(ModelNotAvailableError, match="cross-encoder/nli-deberta-v3-xsmall") as err:
+        det.run([sample(GROUNDED)], det.params({}), CTX)
+    assert nli.ENV in str(err.value) and "never downloads" in str(err.value)
+    monkeypatch.setenv(nli.ENV, str(tmp_path / "nowhere"))
+    nli._load.cache_clear()
+    with pytest.raises(ModelNotAvailableError, match="does not hold config.json"):
+        det.run([sample(GROUNDED)], det.params({}), CTX)
+    with pytest.raises(ModelNotAvailableError, match="entailment"):
+        nli._label_columns({0: "positive", 1: "negative", 2: "neutral"})
+    assert nli._label_columns({0: "CONTRADICTION", 1: "ENTAILMENT", 2: "NEUTRAL"}) == [1, 2, 0]
+
+
+def _labelled_set(n_pairs: int = 30) -> list[dict]:
+    """Pairs of grounded / number-changed answers over varied passages, split 60/20/20."""
+    rows = []
+    for i in range(n_pairs):
+        days, alt = 10 + i, 40 + i
+        passage = f"상품 {i}호의 청약 철회 기간은 계약일부터 {days}일이며, 위반 시 과태료 {i + 2}천만 원이 부과됩니다."
+        q = f"상품 {i}호의 청약 철회 기간은 며칠인가요?"
+        split = "train" if i < 0.6 * n_pairs else ("valid" if i < 0.8 * n_pairs else "test")
+        for hallu, resp in ((False, f"상품 {i}호의 청약 철회 기간은 계약일부터 {days}일입니다."),
+                            (True, f"상품 {i}호의 청약 철회 기간은 계약일부터 {alt}일입니다.")):
+            rows.append(sample(resp, (passage, OTHER), q, sample_id=f"s{i}-{int(hallu)}", split=split,
+                               label_binary="hallucinated" if hallu else "faithful",
+                               label_4class="hallucination" if hallu else "faithful_answer",
+                               hallu_type="contradictory" if hallu else None))
+    return rows
+
+
+def test_learned_fits_on_train_only_and_beats_chance_on_test():
+    rows = _labelled_set()
+    det = get_detector("learned")
+    out = det.run(rows, det.params({}), DetectorContext(seed=3))
+    assert all(d is None for r, d in zip(rows, out) if r["split"] == "train")
+    scored = [(r, d) for r, d in zip(rows, out) if r["split"] == "test"]
+    acc = np.mean([(d.pred_binary == r["label_binary"]) for r, d in scored])
+    assert acc >= 0.8, acc
+    assert all(d.pred_type == "contradictory" for r, d in scored if d.pred_binary == "hallucinated")
+    again = det.run(rows, det.params({}), DetectorContext(seed=3))
+    assert [d and d.score for d in again] == [d and d.score for d in out]
+    gb = det.run(rows, det.params({"model": "gbdt"}), DetectorContext(seed=3))
+    assert np.mean([(d.pred_binary == r["label_binary"]) for r, d in zip(rows, gb) if r["split"] == "test"]) >= 0.8
+    with pytest.raises(ValueError, match="train"):
+        det.run([dict(r, split="test") for r in rows], det.params({}), DetectorContext())
+
+
+def test_run_detectors_records_version_and_config_and_is_deterministic():
+    rows = _labelled_set(12)
+    for r in rows:
+        r.update(pair_id=r["sample_id"][:-2], dialogue_id="d", source="aihub", institution="x", turn_index=1, answerable=True,
+                 hallu_subtype=None, injector=None)
+    samples = pl.DataFrame(rows, infer_schema_length=None)
+    dets = {"numeric_grounding": {}, "lexical_support:top1": {"max_passages": 1}, "refusal_answerability": {},
+            "llm_judge": {"mode": "binary"}, "learned": {}}
+    a = run_detectors(samples, dets, "t@1", DetectorContext(seed=5))
+    b = run_detectors(samples, dets, "t@1", DetectorContext(seed=5))
+    assert a.equals(b)
+    CONTRACTS["detections"].conform(a)
+    assert set(a["detector"]) == set(dets)
+    assert a["score"].is_between(0, 1).all()
+    cfg = {d: json.loads(c) for d, c in a.select("detector", "detector_config").unique().iter_rows()}
+    assert cfg["lexical_support:top1"]["params"]["max_passages"] == 1 and cfg["lexical_support:top1"]["detector"] == "lexical_support"
+    assert cfg["llm_judge"]["backend"] == "offline:rules"
+    versions = dict(a.select("detector", "detector_version").unique().iter_rows())
+    assert versions["numeric_grounding"].startswith("v2-") and versions["learned"].startswith("v1-")
+    assert a.filter(pl.col("detector") == "learned").height == sum(r["split"] != "train" for r in rows)
+    with pytest.raises(ValueError, match="no parameter"):
+        run_detectors(samples, {"numeric_grounding": {"treshold": 1}}, "t@1")
+
+
+def test_nli_loads_a_local_cross_encoder_and_maps_its_labels(tmp_path, monkeypatch):
+    """The real loading path on a tiny randomly initialized cross-encoder written here (no NLI model
+    ships offline): label columns come from the model's id2label, probabilities sum to one."""
+    torch = pytest.importorskip("torch")
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz0123456789$.")
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab))
+    BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                     max_position_embeddings=128, num_labels=3, id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
+                     label2id={"contradiction": 0, "entailment": 1, "neutral": 2})
+    BertForSequenceClassification(cfg).save_pretrained(tmp_path)
+    monkeypatch.setenv(nli.ENV, str(tmp_path))
+    nli._load.cache_clear()
+    params = get_detector("nli").params({"model": "ignored-when-the-env-names-a-folder"})
+    scorer, model_id = nli.load_scorer(params)
+    assert model_id.endswith("@fp-" + model_id.rsplit("@fp-", 1)[1]) and len(model_id.rsplit("@fp-", 1)[1]) == 12
+    pairs = [(EN_PASSAGE, "Deposits were $15.0 billion."), (EN_PASSAGE, "Deposits were $18.5 billion.")]
+    probs = scorer(pairs)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-6)
+    model, cols, _ = nli._load(params["model"], "cpu")
+    logits = np.asarray(model.predict(pairs, apply_softmax=False, show_progress_bar=False))
+    raw = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(probs, raw[:, [1, 2, 0]], rtol=1e-5)
+    out = get_detector("nli").run([sample("Deposits were $15.0 billion.", (EN_PASSAGE,), "Deposits?", lang="en")], params, CTX)
+    assert 0.0 <= out[0].score <= 1.0 and out[0].pred_binary in ("faithful", "hallucinated")
+    nli._load.cache_clear()
