@@ -4,6 +4,7 @@ OpenAI by `OPENAI_BASE_URL`), and the fail-fast key check of the `paper` profile
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import duckdb
 import httpx
@@ -34,7 +35,11 @@ def _stub_profile(tmp_path, stub: StubLLM) -> str:
         else:  # ...half as `openai` through OPENAI_BASE_URL
             roles[role] = {"provider": "openai", "model": "gpt-4o"}
     path = tmp_path / "stub.yaml"
-    path.write_text(yaml.safe_dump({"extends": "demo", "roles": roles}), encoding="utf-8")
+    # The loopback server has no quota: lift the packaged gpt-4o limits (tier-1 TPM would pace
+    # the build at a few calls per second, as it would against the real API).
+    llm = {"limits": {"gpt-4o": {"rpm": 1_000_000, "tpm": 1_000_000_000, "concurrency": 16}},
+           "default_limits": {"concurrency": 16}}
+    path.write_text(yaml.safe_dump({"extends": "demo", "roles": roles, "llm": llm}), encoding="utf-8")
     return str(path)
 
 
@@ -70,12 +75,14 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         stub.reset_counts()
         home2 = tmp_path / "home2"
         (home2 / "cache").mkdir(parents=True)
-        (home2 / "cache" / "llm_calls.sqlite").write_bytes((home / "cache" / "llm_calls.sqlite").read_bytes())
+        with sqlite3.connect(home / "cache" / "llm_calls.sqlite") as src, \
+                sqlite3.connect(home2 / "cache" / "llm_calls.sqlite") as dst:
+            src.backup(dst)
         proc = run_cli("build", "--profile", profile, "--json", home=home2, timeout=900)
         assert proc.returncode == 0, proc.stderr[-4000:]
         assert stub.count() == 0
         summary = json.loads(next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("{")))
-        assert summary["stages_cached"] == []
+        assert summary["cached"] == [] and "retrieve" in summary["ran"]
 
 
 def test_paper_profile_without_keys_fails_before_any_stage(tmp_path, monkeypatch):

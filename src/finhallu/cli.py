@@ -1,4 +1,4 @@
-"""finhallu command line: build | stages | ui | report | export | status.
+"""finhallu command line: build | stages | evaluate | eval-external | ui | report | export | status.
 
 Prefect settings are put in place before Prefect is imported: cache records and the local
 run history live under the home folder, telemetry is off, logs stay quiet unless -v.
@@ -79,10 +79,41 @@ def cmd_evaluate(args) -> int:
     with prefect_api(_home(args)) as ready:
         from finhallu.flows.evaluate import run_evaluate
 
+        from finhallu.llm.errors import MissingKeyError
+
         ready()
-        out = run_evaluate(_home(args), profile=args.profile, dataset_version=args.dataset_version,
-                           detectors=args.detector, wait_s=args.wait)
+        try:
+            out = run_evaluate(_home(args), profile=args.profile, dataset_version=args.dataset_version,
+                               detectors=args.detector, wait_s=args.wait)
+        except MissingKeyError as exc:
+            print(f"evaluate: not started: {exc}", file=sys.stderr)
+            return 2
     print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
+def cmd_eval_external(args) -> int:
+    with prefect_api(_home(args)) as ready:
+        from finhallu.flows.external import run_eval_external
+
+        from finhallu.llm.errors import MissingKeyError
+
+        ready()
+        try:
+            out = run_eval_external(_home(args), args.format, args.path, detectors=args.detector, profile=args.profile,
+                                    dataset=args.name, limit=args.limit, wait_s=args.wait)
+        except (FileNotFoundError, ValueError, MissingKeyError) as exc:  # unreadable input (names the record), or no key
+            print(f"eval-external: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    print(f"{out['dataset']} @ {out['dataset_version']}: {out['samples']} samples {out['splits']} (eval {out['eval_id']})")
+    for det, slices in sorted(out["metrics"].items()):
+        for sl, m in sorted(slices.items()):
+            cells = [f"{k.replace('binary_', '')} {v['value']:.3f}" for k, v in m.items() if k.startswith("binary_")]
+            print(f"  {det:<28} {sl:<11} " + "  ".join(cells))
+    print(f"report: {out['report']}")
     return 0
 
 
@@ -241,6 +272,19 @@ def cmd_stop_api(args) -> int:
     return 0
 
 
+def cmd_agreement(args) -> int:
+    """Judge validation (K-FinHallu Table 1): percent agreement and Gwet's AC1 per criterion."""
+    from finhallu.tasks.agreement import agreement_report, format_report, read_ratings
+
+    try:
+        rows = agreement_report(read_ratings(args.ratings), llm_rater=args.llm_rater)
+    except (OSError, ValueError) as exc:
+        print(f"agreement: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(rows, ensure_ascii=False) if args.json else format_report(rows))
+    return 0
+
+
 def cmd_status(args) -> int:
     from finhallu.warehouse import Catalog
 
@@ -316,6 +360,18 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--detector", action="append", help="detector name (repeatable; default: the profile's)")
     e.add_argument("--wait", type=float, default=0.0)
     e.set_defaults(fn=cmd_evaluate)
+    x = add("eval-external", help="run detectors on an external labelled dataset (RAGTruth, HaluEval, JSONL/CSV)")
+    x.add_argument("--format", required=True,
+                   choices=["ragtruth", "halueval-qa", "halueval-dialogue", "halueval-general", "jsonl", "csv"])
+    x.add_argument("--path", required=True, help="the dataset's file or folder (RAGTruth: the folder of response.jsonl "
+                                                 "and source_info.jsonl)")
+    x.add_argument("--detector", action="append", help="detector name (repeatable; default: the profile's)")
+    x.add_argument("--name", help="dataset name recorded in the results (default: the format's)")
+    x.add_argument("--limit", type=int, help="read only the first N samples")
+    x.add_argument("--profile", default="demo", help="profile whose detector parameters and LLM roles apply")
+    x.add_argument("--wait", type=float, default=0.0)
+    x.add_argument("--json", action="store_true", help="print the result as JSON")
+    x.set_defaults(fn=cmd_eval_external)
     s = add("stages", help="list the DAG's stages")
     s.add_argument("--profile", default="demo")
     s.set_defaults(fn=cmd_stages)
@@ -351,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
     lc = add("llm-calls", help="LLM calls, cache hits, failures, tokens and cost per stage of a build")
     lc.add_argument("--build", help="build id (default: the latest with LLM calls)")
     lc.set_defaults(fn=cmd_llm_calls)
+    ag = add("agreement", help="percent agreement and Gwet's AC1 of human (and LLM judge) ratings, per criterion")
+    ag.add_argument("ratings", help="CSV with columns item_id,criterion,rater,rating (see README)")
+    ag.add_argument("--llm-rater", default="llm", help="the rater name of the LLM judge (default: llm)")
+    ag.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    ag.set_defaults(fn=cmd_agreement)
     st = add("status", help="current table versions and recent builds")
     st.add_argument("--last", type=int, default=5)
     st.set_defaults(fn=cmd_status)

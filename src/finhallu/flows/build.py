@@ -18,6 +18,7 @@ from prefect import flow
 from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
 from finhallu.config import load_config
+from finhallu.flows.artifacts import finalize_evaluation
 from finhallu.flows.stage_task import stage_task
 from finhallu.progress import reporter
 from finhallu.schemas.gate import GateFailed
@@ -75,6 +76,8 @@ def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = 
     if until is None:
         store.set_current(list(refs.values()))
     catalog.refresh_views()
+    if until is None:  # compare.html beside the report + keyed Prefect artifacts of this run
+        finalize_evaluation(home, build_id, refs)
     return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed}
 
 
@@ -90,13 +93,16 @@ def _write_report(home: Path, build_id: str, ref: TableRef) -> Path:
     return out
 
 
-def check_role_keys(cfg, until: str | None = None) -> None:
-    """Every LLM role a stage of this build calls must have its key and endpoint now, not hours in."""
+def check_role_keys(cfg, until: str | None = None, only: tuple[str, ...] | None = None) -> None:
+    """Every LLM role a stage of this run calls (all stages, those up to `until`, or `only` these)
+    must have its key and endpoint now, not hours in."""
     from finhallu.llm.errors import MissingKeyError
     from finhallu.llm.keys import check_keys
     from finhallu.llm.providers import get_provider
 
     stages = STAGES if until is None else STAGES[: [s.name for s in STAGES].index(until) + 1]
+    if only is not None:
+        stages = [s for s in STAGES if s.name in only]
     needed = {r for s in stages if s.operations for r in s.roles if r in cfg.roles}
     roles = {r: cfg.roles[r].model_dump() for r in sorted(needed)}
     check_keys(roles)

@@ -29,6 +29,7 @@ def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildC
     material = {
         "stage": stage.name,
         "code": stage.code_version,
+        "resources": stage.resource_version,  # e.g. the report's HTML templates
         "contracts": module_closure_hash("finhallu.schemas.contracts"),  # conform() casts outputs
         "prompts": prompt_versions(stage.operations),
         "config": cfg.section(stage.config_key),

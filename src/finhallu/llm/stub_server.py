@@ -43,8 +43,9 @@ def schema_instance(schema: dict, messages: list[tuple[str, str]], name: str = "
     if "$ref" in schema:
         return schema_instance(defs[schema["$ref"].split("/")[-1]], messages, name, defs)
     if "anyOf" in schema:
-        options = [s for s in schema["anyOf"] if s.get("type") != "null"] or schema["anyOf"]
-        return schema_instance(options[0], messages, name, defs)
+        if any(s.get("type") == "null" for s in schema["anyOf"]):
+            return None  # an optional field: the model leaves it out
+        return schema_instance(schema["anyOf"][0], messages, name, defs)
     if "enum" in schema:
         return schema["enum"][0]
     if "const" in schema:
