@@ -23,7 +23,8 @@ def test_two_raters_match_gwet_2014_cont3x3abstractors():
     """Gwet (2014), Handbook of Inter-Rater Reliability; the `cont3x3abstractors` table of the
     irrCAC R package (two abstractors, 100 cases, categories Ectopic/AIU/NIU). Published: Cohen's
     kappa 0.7964094. AC1 by Gwet's formulas: p_a = 0.89, pi = (0.13, 0.255, 0.615),
-    p_e = (0.1131 + 0.189975 + 0.236775) / 2 = 0.269925, AC1 = 0.620075 / 0.730075 = 0.84933."""
+    p_e = (0.1131 + 0.189975 + 0.236775) / 2 = 0.269925, AC1 = 0.620075 / 0.730075 = 0.84933; the published
+    value is 0.849 (irrCAC's table tests, afergadis/irrCAC test/unit/irrCAC/table/test_gwet.py)."""
     ratings = _from_table([[13, 0, 0], [0, 20, 7], [0, 4, 56]], ["Ectopic", "AIU", "NIU"])
     stats = gwet_ac1(ratings)
     assert stats["pa"] == pytest.approx(0.89)
@@ -34,12 +35,14 @@ def test_two_raters_match_gwet_2014_cont3x3abstractors():
 
 def test_many_raters_with_missing_ratings_match_irrcac_cac_raw4raters():
     """irrCAC's `cac.raw4raters` (Gwet 2014, 12 subjects, 4 raters, 5 categories, missing ratings):
-    gwet.ac1.raw gives AC1 = 0.7754, with p_a = 0.8182 over the 11 subjects rated by two or more raters."""
+    gwet.ac1.raw gives AC1 = 0.7754, with p_a = 0.8182 over the 11 subjects rated by two or more raters
+    (published to 3 digits as pa 0.818, pe 0.190, AC1 0.775 in irrCAC's raw-data tests)."""
     raw = [[1, 1, N, 1], [2, 2, 3, 2], [3, 3, 3, 3], [3, 3, 3, 3], [2, 2, 2, 2], [1, 2, 3, 4], [4, 4, 4, 4],
            [1, 1, 2, 1], [2, 2, 2, 2], [N, 5, 5, 5], [N, N, 1, 1], [N, N, 3, N]]
     stats = gwet_ac1(raw)
     assert stats["pa"] == pytest.approx(0.818182, abs=1e-6)
     assert stats["ac1"] == pytest.approx(0.7754, abs=5e-5)
+    assert round(stats["pe"], 3) == 0.190
     assert stats["subjects"] == 11  # the subject rated once counts in pi_k, not in p_a
 
 
