@@ -151,6 +151,9 @@ def test_concurrency_and_rpm_limits_hold(stub, tmp_path):
     many = [dict(INPUTS, question=f"q{i}") for i in range(12)]
     LLMRouter({"j": openai_role(stub)}, rt).call_many("j", OP, many)
     assert stub.max_inflight == 3
+    # the ledger's latency is time at the provider, not time queued behind the concurrency limit
+    latencies = [r["latency_s"] for r in rt.ledger.rows()]
+    assert all(0.15 <= x < 0.45 for x in latencies), latencies
 
 
 def test_limiter_never_exceeds_rpm_or_tpm_in_any_window():

@@ -39,7 +39,9 @@ def _stub_profile(tmp_path, stub: StubLLM) -> str:
     # the build at a few calls per second, as it would against the real API).
     llm = {"limits": {"gpt-4o": {"rpm": 1_000_000, "tpm": 1_000_000_000, "concurrency": 16}},
            "default_limits": {"concurrency": 16}}
-    path.write_text(yaml.safe_dump({"extends": "demo", "roles": roles, "llm": llm}), encoding="utf-8")
+    # A smaller hard-negative candidate pool keeps the step-2 judge calls (one HTTP call each) to a few thousand.
+    path.write_text(yaml.safe_dump({"extends": "demo", "roles": roles, "llm": llm, "retrieve": {"candidate_pool": 15}}),
+                    encoding="utf-8")
     return str(path)
 
 

@@ -93,7 +93,7 @@ class LLMRuntime:
                                         output_tokens=hit.output_tokens, cache_hit=True, repair=repair)
         limiter = self.limiter(request.provider, request.endpoint, request.model)
         estimate = request.approx_input_tokens() + int(request.params.get("max_tokens") or 0)
-        t0 = time.monotonic()
+        latency = 0.0  # time at the provider (all attempts), not time queued behind the limits
         attempt = 0
         while True:
             attempt += 1
@@ -102,11 +102,14 @@ class LLMRuntime:
                 # not carry an old rate reservation (requests would bunch up at the provider).
                 async with limiter.semaphore():
                     reservation = await limiter.acquire(estimate)
+                    sent = time.monotonic()
                     try:
                         reply = await provider.complete(client, request)
                     except BaseException:
                         reservation.settle(0)  # refused or lost: no tokens spent, but it did count as a request
                         raise
+                    finally:
+                        latency += time.monotonic() - sent
                 reservation.settle(reply.input_tokens + reply.output_tokens or estimate)
                 break
             except ProviderError as exc:
@@ -115,7 +118,7 @@ class LLMRuntime:
                            or (exc.retry_after or 0) > self.retry.max_retry_after)
                 if give_up:
                     rec = self.record(request, role, operation, attempts=attempt, repair=repair,
-                                      latency_s=round(time.monotonic() - t0, 3),
+                                      latency_s=round(latency, 3),
                                       error=mask(f"{exc} (after {attempt} attempt(s))", self._keys.get(role)))
                     raise ProviderError(rec.error, status=exc.status, retryable=False) from None
                 if exc.status == 429 and exc.retry_after:
@@ -123,7 +126,6 @@ class LLMRuntime:
                 log.info("%s %s: %s; retry %d/%d in %.2fs", request.provider, request.model, exc, attempt + 1,
                          self.retry.max_attempts, delay)
                 await self.sleep(delay)
-        latency = time.monotonic() - t0
         if self.cache is not None and reply.text is not None:
             self.cache.put(key, request.provider, request.model, request.schema_name, reply)
         cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=False)
