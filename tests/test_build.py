@@ -228,8 +228,10 @@ def test_kill_mid_build_then_rerun_matches_uninterrupted(demo_build, tmp_path):
     ref_home, _ = demo_build
     home = tmp_path / "killed"
     proc = _start_build(home)
-    # Kill while a stage after `chunk` is running (passages published, nothing later yet).
-    _wait_for((home / "catalog" / "table_versions", "passages@*.json"))
+    # Kill while a stage after `embed` is running. (Waiting for `embed`'s publish, not `chunk`'s: a stage's
+    # Prefect cache record is written just after its tables are published, so killing right after the
+    # `passages` record could still lose chunk's cache record, and chunk would rightly rerun.)
+    _wait_for((home / "catalog" / "table_versions", "embeddings@*.json"))
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     visible = {p.name.split("@")[0] for p in (home / "catalog" / "table_versions").iterdir()}
