@@ -99,6 +99,15 @@ def test_retries_429_with_retry_after_then_500_then_timeout(stub, tmp_path):
     assert elapsed >= 0.4 + 0.5  # waited the Retry-After, and the stalled attempt ran into the timeout
 
 
+@pytest.mark.parametrize("kind", ["openai", "gemini"])
+def test_a_non_api_body_is_retried_not_a_crash(stub, tmp_path, kind):
+    rt = runtime(tmp_path)
+    role = (openai_role if kind == "openai" else gemini_role)(stub)
+    stub.faults.append(("body", "<html>502 Bad Gateway (proxy)</html>"))
+    assert isinstance(LLMRouter({"j": role}, rt).call("j", OP, **INPUTS), AnswerabilityOut)
+    assert rt.ledger.rows()[0]["attempts"] == 2
+
+
 def test_attempts_are_bounded_and_a_4xx_is_not_retried(stub, tmp_path):
     rt = runtime(tmp_path, max_attempts=3)
     router = LLMRouter({"j": openai_role(stub)}, rt)

@@ -229,6 +229,9 @@ class StubLLM:
                 if kind == "sleep":
                     time.sleep(action[1])
                     return False, None  # then answers (the client has usually given up by now)
+                if kind == "body":  # a 200 whose body is not the API's JSON (a broken proxy, a captive portal)
+                    self._send(200, None, raw=action[1].encode())
+                    return True, None
                 return False, (kind, action[1] if len(action) > 1 else None)
 
             def _chat(self, req: dict):

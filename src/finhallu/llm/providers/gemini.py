@@ -86,6 +86,9 @@ class GeminiProvider(RemoteProvider):
         except httpx.TransportError as exc:
             raise ProviderError(f"gemini {request.model}: connection error: {_short(str(exc))}",
                                 retryable=True) from None
+        except ValueError as exc:  # a 200 whose body is not the API's JSON (proxy, gateway page): retried
+            raise ProviderError(f"gemini {request.model}: unreadable response body: {_short(str(exc))}",
+                                retryable=True) from None
         return self.reply_from(resp)
 
     # ---- batch mode: inlined requests, results inline in the finished job -----------------

@@ -96,6 +96,11 @@ class OpenAIProvider(RemoteProvider):
         except openai.APIConnectionError as exc:
             raise ProviderError(f"{self.name} {request.model}: connection error: {_short(str(exc))}",
                                 retryable=True) from None
+        except ValueError as exc:  # a 200 whose body is not the API's JSON (proxy, gateway page): retried
+            raise ProviderError(f"{self.name} {request.model}: unreadable response body: {_short(str(exc))}",
+                                retryable=True) from None
+        except openai.OpenAIError as exc:  # anything else the SDK rejects: a recorded failure, not a crash
+            raise ProviderError(f"{self.name} {request.model}: {type(exc).__name__}: {_short(str(exc))}") from None
         return self.reply_from(completion.model_dump())
 
     # ---- Batch API: upload JSONL -> create batch -> poll -> download output -------------
