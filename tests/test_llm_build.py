@@ -65,6 +65,10 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         assert {"retrieve", "dialogues"} <= set(per_stage)
         assert n_samples > 0
         assert "sk-loopback-test-key" not in "".join(p.read_text() for p in (home / "catalog" / "llm_calls").glob("*"))
+        # `finhallu llm-calls` prints the same ledger per stage and role.
+        printed = json.loads(run_cli("llm-calls", home=home).stdout)
+        assert sum(r["calls"] for r in printed["calls"]) == sum(per_stage.values())
+        assert {r["stage"] for r in printed["calls"]} == set(per_stage)
         # The per-stage summary is a keyed Prefect table artifact on the home's API server.
         api = json.loads((home / "prefect" / "api.json").read_text())["url"]
         arts = httpx.post(f"{api}/artifacts/filter", json={"artifacts": {"key": {"any_": ["llm-calls-retrieve"]}}},
