@@ -87,7 +87,12 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
             outputs = stage.fn(frames, ctx)
     finally:  # spent money is recorded even when the stage or its gate fails
         catalog.record_llm_calls(build_id, stage.name, runtime.ledger.rows())
-        publish_llm_summary(stage.name, runtime.ledger.summary())
+        summary = runtime.ledger.summary()
+        failed = sum(r["failures"] for r in summary)
+        if failed:  # the stage went on without those outputs; say so in the run's log
+            print(f"stage {stage.name}: {failed} of {sum(r['calls'] for r in summary)} LLM calls failed "
+                  "after retries and one repair (their items were dropped; see llm_calls.error)")
+        publish_llm_summary(stage.name, summary)
         if runtime.cache is not None:
             runtime.cache.close()
     missing = set(stage.outputs) - set(outputs)
