@@ -47,9 +47,15 @@ class Operation:
     def render(self, lang: str, inputs: dict) -> tuple[tuple[str, str], ...]:
         """(role, content) messages for the `llm` backend: a system line and the rendered template."""
         lang = lang if lang in SYSTEM else "en"
-        template = _jinja().from_string(self.template(lang))
-        user = template.render(**inputs).strip()
+        user = _compiled(self.name, lang).render(**inputs).strip()
         return (("system", SYSTEM[lang]), ("user", user))
+
+
+# Package templates do not change while a process runs (as for module_closure_hash): read, compile
+# and hash each once, not on every one of a stage's thousands of calls.
+@lru_cache(maxsize=None)
+def _compiled(name: str, lang: str):
+    return _jinja().from_string(OPERATIONS[name].template(lang))
 
 
 def operation(name: str, output: type[BaseModel]):
@@ -66,6 +72,7 @@ def prompt_versions(names: tuple[str, ...]) -> dict[str, str]:
     return {n: prompt_version(n) for n in names}
 
 
+@lru_cache(maxsize=None)
 def prompt_version(name: str) -> str:
     """Hash of the operation's prompt templates (all languages): its prompt version."""
     h = hashlib.sha256()

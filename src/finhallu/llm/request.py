@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,10 @@ class LLMRequest:
     sample: int = 0  # distinct draws of the same prompt (temperature > 0) get distinct keys
 
     def key(self) -> str:
+        return self._key
+
+    @cached_property
+    def _key(self) -> str:  # hashed once per request: the cache, the limiter and the ledger all ask for it
         material = {
             "provider": self.provider, "model": self.model, "endpoint": self.endpoint,
             "messages": [list(m) for m in self.messages], "schema_name": self.schema_name,

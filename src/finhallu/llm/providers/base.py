@@ -5,7 +5,48 @@ from __future__ import annotations
 import hashlib
 import threading
 
+from finhallu.clients.http import parse_retry_after
+from finhallu.llm.errors import ProviderError
 from finhallu.llm.request import LLMReply, LLMRequest
+
+RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+
+
+def short(s: str, n: int = 300) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def retry_after_from(headers) -> float | None:
+    """Seconds from `retry-after-ms` (OpenAI) or `Retry-After` (delta-seconds or HTTP date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
+# One wording per failure kind, whatever SDK raised it (`who` = "<provider> <model>").
+def http_error(who: str, status: int, message: str, headers) -> ProviderError:
+    return ProviderError(f"{who}: HTTP {status}: {short(message)}", status=status,
+                         retryable=status in RETRY_STATUSES, retry_after=retry_after_from(headers))
+
+
+def timeout_error(who: str) -> ProviderError:
+    return ProviderError(f"{who}: request timed out", retryable=True)
+
+
+def connection_error(who: str, exc: Exception) -> ProviderError:
+    return ProviderError(f"{who}: connection error: {short(str(exc))}", retryable=True)
+
+
+def unreadable_error(who: str, exc: Exception) -> ProviderError:
+    # a 200 whose body is not the API's JSON (a proxy or gateway page): retried like a 5xx
+    return ProviderError(f"{who}: unreadable response body: {short(str(exc))}", retryable=True)
 
 
 class RemoteProvider:

@@ -11,10 +11,9 @@ import os
 
 import httpx
 
-from finhallu.llm.errors import ProviderError
 from finhallu.llm.providers import register_provider
-from finhallu.llm.providers.base import RemoteProvider
-from finhallu.llm.providers.openai import RETRY_STATUSES, _short, retry_after_from
+from finhallu.llm.providers.base import (RemoteProvider, connection_error, http_error, short, timeout_error,
+                                         unreadable_error)
 from finhallu.llm.request import LLMReply, LLMRequest
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
@@ -74,21 +73,18 @@ class GeminiProvider(RemoteProvider):
         from google.genai import errors
 
         contents, config = self.contents_and_config(request)
+        who = f"gemini {request.model}"
         try:
             resp = await client.aio.models.generate_content(model=request.model, contents=contents, config=config)
         except errors.APIError as exc:
-            headers = getattr(getattr(exc, "response", None), "headers", None)
-            raise ProviderError(f"gemini {request.model}: HTTP {exc.code}: {_short(exc.message or '')}",
-                                status=exc.code, retryable=exc.code in RETRY_STATUSES,
-                                retry_after=retry_after_from(headers)) from None
+            raise http_error(who, exc.code, exc.message or "", getattr(getattr(exc, "response", None), "headers", None)) \
+                from None
         except httpx.TimeoutException:
-            raise ProviderError(f"gemini {request.model}: request timed out", retryable=True) from None
+            raise timeout_error(who) from None
         except httpx.TransportError as exc:
-            raise ProviderError(f"gemini {request.model}: connection error: {_short(str(exc))}",
-                                retryable=True) from None
-        except ValueError as exc:  # a 200 whose body is not the API's JSON (proxy, gateway page): retried
-            raise ProviderError(f"gemini {request.model}: unreadable response body: {_short(str(exc))}",
-                                retryable=True) from None
+            raise connection_error(who, exc) from None
+        except ValueError as exc:
+            raise unreadable_error(who, exc) from None
         return self.reply_from(resp)
 
     # ---- batch mode: inlined requests, results inline in the finished job -----------------
@@ -116,7 +112,7 @@ class GeminiProvider(RemoteProvider):
             if key is None:
                 continue
             if item.error is not None:
-                results[key] = f"batch item failed: {_short(str(item.error))}"
+                results[key] = f"batch item failed: {short(str(item.error))}"
             else:
                 results[key] = self.reply_from(item.response)
         return state, results

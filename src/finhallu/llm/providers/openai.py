@@ -10,26 +10,13 @@ from __future__ import annotations
 import json
 import os
 
-from finhallu.clients.http import parse_retry_after
 from finhallu.llm.errors import ProviderError
 from finhallu.llm.providers import register_provider
-from finhallu.llm.providers.base import RemoteProvider
+from finhallu.llm.providers.base import (RemoteProvider, connection_error, http_error, short, timeout_error,
+                                         unreadable_error)
 from finhallu.llm.request import LLMReply, LLMRequest
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
-RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
-
-
-def retry_after_from(headers) -> float | None:
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000.0
-        except ValueError:
-            pass
-    return parse_retry_after(headers.get("retry-after"))
 
 
 @register_provider("openai")
@@ -85,22 +72,19 @@ class OpenAIProvider(RemoteProvider):
     async def complete(self, client, request: LLMRequest) -> LLMReply:
         import openai
 
+        who = f"{self.name} {request.model}"
         try:
             completion = await client.chat.completions.create(**self.body(request))
         except openai.APIStatusError as exc:
-            raise ProviderError(f"{self.name} {request.model}: HTTP {exc.status_code}: {_short(exc.message)}",
-                                status=exc.status_code, retryable=exc.status_code in RETRY_STATUSES,
-                                retry_after=retry_after_from(exc.response.headers)) from None
+            raise http_error(who, exc.status_code, exc.message, exc.response.headers) from None
         except openai.APITimeoutError:
-            raise ProviderError(f"{self.name} {request.model}: request timed out", retryable=True) from None
+            raise timeout_error(who) from None
         except openai.APIConnectionError as exc:
-            raise ProviderError(f"{self.name} {request.model}: connection error: {_short(str(exc))}",
-                                retryable=True) from None
-        except ValueError as exc:  # a 200 whose body is not the API's JSON (proxy, gateway page): retried
-            raise ProviderError(f"{self.name} {request.model}: unreadable response body: {_short(str(exc))}",
-                                retryable=True) from None
+            raise connection_error(who, exc) from None
+        except ValueError as exc:
+            raise unreadable_error(who, exc) from None
         except openai.OpenAIError as exc:  # anything else the SDK rejects: a recorded failure, not a crash
-            raise ProviderError(f"{self.name} {request.model}: {type(exc).__name__}: {_short(str(exc))}") from None
+            raise ProviderError(f"{who}: {type(exc).__name__}: {short(str(exc))}") from None
         return self.reply_from(completion.model_dump())
 
     # ---- Batch API: upload JSONL -> create batch -> poll -> download output -------------
@@ -133,12 +117,8 @@ class OpenAIProvider(RemoteProvider):
                 resp = item.get("response") or {}
                 if item.get("error") or resp.get("status_code", 200) >= 400:
                     err = item.get("error") or (resp.get("body") or {}).get("error") or {}
-                    results[item["custom_id"]] = f"batch item failed: {_short(json.dumps(err, ensure_ascii=False))}"
+                    results[item["custom_id"]] = f"batch item failed: {short(json.dumps(err, ensure_ascii=False))}"
                 else:
                     results[item["custom_id"]] = self.reply_from(resp.get("body") or {})
         return batch.status, results
 
-
-def _short(s: str, n: int = 300) -> str:
-    s = " ".join(str(s).split())
-    return s if len(s) <= n else s[:n] + "…"
