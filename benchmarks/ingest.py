@@ -42,7 +42,7 @@ def run_case(kind: str, paths: list) -> tuple[float, int, float, float, int]:
 
 def main() -> None:
     # Warm the lazy parts once (Kiwi, lxml) so per-source numbers measure throughput, not start-up.
-    from finhallu.tasks.sentences import split_korean
+    from finhallu.text.sentences import split_korean
 
     t = time.perf_counter()
     split_korean("워밍업 문장입니다.")

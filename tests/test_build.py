@@ -13,7 +13,8 @@ import pytest
 
 from conftest import FINHALLU, ROOT, build_json, cli_env
 from finhallu.tasks.pipeline import STAGES
-from finhallu.tasks.textnorm import contains_normalized, number_keys
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.numbers import number_keys
 from finhallu.warehouse import TableStore
 
 pytestmark = pytest.mark.slow

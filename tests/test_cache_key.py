@@ -8,7 +8,7 @@ from finhallu.warehouse import TableRef
 
 def test_code_version_covers_helpers_and_registries():
     dialogues = module_closure("finhallu.tasks.dialogues")
-    assert "finhallu.tasks.textnorm" in dialogues  # a helper imported by a helper
+    assert "finhallu.text.normalize" in dialogues  # a helper imported by a helper
     assert "finhallu.llm.providers.offline" in dialogues  # provider loaded through a registry
     inject = module_closure("finhallu.tasks.injection")
     assert {"finhallu.tasks.inject.contradictory", "finhallu.tasks.inject.false_refusal"} <= set(inject)

@@ -4,8 +4,8 @@ from finhallu.config import ChunkConfig
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.tasks import chunking
 from finhallu.tasks.base import StageContext
-from finhallu.tasks.sentences import split
-from finhallu.tasks.tokenize import approx_count
+from finhallu.text.sentences import split
+from finhallu.text.tokenize import approx_count
 
 
 def _docs(blocks, source="dart", lang="ko"):

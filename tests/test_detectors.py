@@ -16,7 +16,7 @@ from finhallu.schemas.contracts import CONTRACTS
 from finhallu.tasks.detect import run_detectors
 from finhallu.tasks.detectors import DETECTORS, DetectorContext, get_detector
 from finhallu.tasks.detectors import nli
-from finhallu.tasks.embedders._hub import ModelNotAvailableError
+from finhallu.local_models import ModelNotAvailableError
 
 KO_PASSAGE = ("보험 계약자는 약관과 청약서 부본을 받지 못한 경우 계약이 성립한 날부터 3개월 이내에 계약을 취소할 수 있습니다. "
               "개인투자자에게 고난도금융투자상품을 판매할 때에는 2영업일 이상의 숙려기간을 보장해야 합니다.")

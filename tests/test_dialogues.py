@@ -17,7 +17,8 @@ from finhallu.tasks import dialogues, judge
 from finhallu.tasks.base import StageContext
 from finhallu.tasks.responses import (answer_turn, choose_next_question, is_refusal, reconfirm_query, refuse_turn,
                                       rewrite_query, table_sentence, topic_of, write_question)
-from finhallu.tasks.textnorm import contains_normalized, number_keys
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.numbers import number_keys
 
 PA = ("예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 예금을 보호합니다. "
       "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다. "

@@ -17,7 +17,7 @@ from finhallu.tasks.embedders import (EMBEDDERS, ModelNotAvailableError, embedde
 from finhallu.tasks.embedders.hashing import HashingEmbedder
 from finhallu.tasks.embedders.hybrid import HybridEmbedder
 from finhallu.tasks.lexical import BM25Index, morphemes
-from finhallu.tasks.tokenize import TOKENIZERS, approx_count, get_tokenizer
+from finhallu.text.tokenize import TOKENIZERS, approx_count, get_tokenizer
 
 TEXTS = ["예금자보호 한도는 1억 원입니다.", "The Company reported net income of $1.2 billion in 2024.", "",
          "대출 금리가 16.2 % 상승했다 ABC"]

@@ -16,7 +16,10 @@ from finhallu.tasks.inject.edits import perturb_token, swap_first
 from finhallu.tasks.inject.lexicon import MODIFIERS, ORGS
 from finhallu.tasks.judge import naturalness, verify_label
 from finhallu.tasks.responses import is_refusal
-from finhallu.tasks.textnorm import contains_normalized, normalize, number_keys, particle, split_sentences
+from finhallu.text.normalize import contains_normalized, normalize
+from finhallu.text.numbers import number_keys
+from finhallu.text.sentences import split_sentences
+from finhallu.text.words import particle
 
 INJ = load_injectors()
 
@@ -524,7 +527,7 @@ def test_entity_error_fixes_the_particle_and_needs_an_entity():
 
 
 def has_batchim(word: str) -> bool:
-    from finhallu.tasks.textnorm import has_final_consonant
+    from finhallu.text.words import has_final_consonant
     return has_final_consonant(word)
 
 

@@ -21,7 +21,7 @@ from finhallu.tasks.seeds.common import document_contexts
 from finhallu.tasks.seeds.dedup import deduplicate
 from finhallu.tasks.seeds.multi_llm_qa import generate_questions
 from finhallu.tasks.seeds.values import parse_cell
-from finhallu.tasks.textnorm import find_numbers
+from finhallu.text.numbers import find_numbers
 
 pytestmark = pytest.mark.realdata
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from finhallu.text.normalize import normalize
+
 SOURCES = ("aihub", "sec10k", "dart")
 SPLITS = ("train", "valid", "test")
 LABEL_BINARY = ("faithful", "hallucinated")
@@ -58,3 +60,9 @@ def labels_for(hallu_type: str | None, answerable: bool) -> tuple[str, str]:
     if hallu_type == FALSE_REFUSAL:
         return "hallucinated", "false_refusal"
     return "hallucinated", "hallucination"
+
+
+def answer_is_checkable(seed: dict) -> bool:
+    """Whether a seed's answer identifies its evidence: yes/no answers and one-character answers
+    occur everywhere, so their presence in a passage proves nothing."""
+    return seed["qa_kind"] != "yesno" and len(normalize(seed["answer"] or "")) >= 2

@@ -11,9 +11,8 @@ from typing import Callable
 
 import polars as pl
 
-from finhallu.taxonomy import SUBTYPES, labels_for
-from finhallu.tasks.retrieval import answer_is_checkable
-from finhallu.tasks.textnorm import contains_normalized
+from finhallu.taxonomy import SUBTYPES, answer_is_checkable, labels_for
+from finhallu.text.normalize import contains_normalized
 
 
 @dataclass(frozen=True)

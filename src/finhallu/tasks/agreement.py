@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Hashable, Sequence
 
-from finhallu.tasks.textnorm import format_decimal
+from finhallu.text.numbers import format_decimal
 
 Ratings = Sequence[Sequence[Hashable | None]]  # subjects x raters; None = not rated
 

@@ -13,7 +13,7 @@ import polars as pl
 
 from finhallu.config import AssembleConfig
 from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, labels_for
-from finhallu.tasks import sentences
+from finhallu.text import sentences
 from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
 
 
@@ -93,7 +93,7 @@ _PUNCT_TAGS = ("SF", "SP", "SS", "SE", "SO", "SW")
 def morpheme_counts(texts: list[str]) -> list[int]:
     """Kiwi morphemes per text, punctuation excluded (Table 2 counts Korean length in morphemes)."""
     with sentences._lock:  # the shared Kiwi instance (sentences.py) is not documented as thread-safe
-        analysed = list(sentences._kiwi().tokenize(texts))
+        analysed = list(sentences.kiwi().tokenize(texts))
     return [sum(1 for t in toks if not t.tag.startswith(_PUNCT_TAGS)) for toks in analysed]
 
 

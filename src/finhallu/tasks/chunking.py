@@ -13,8 +13,8 @@ import hashlib
 from finhallu.config import ChunkConfig
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.sources.tables import parse_markdown_table
-from finhallu.tasks import sentences
-from finhallu.tasks.tokenize import TOKENIZERS
+from finhallu.text import sentences
+from finhallu.text.tokenize import TOKENIZERS
 
 PACK_FRACTION = 0.4  # pack small blocks up to this share of max_tokens
 

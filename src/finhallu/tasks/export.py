@@ -24,7 +24,7 @@ import polars as pl
 
 from finhallu.taxonomy import NAMES
 from finhallu.tasks.inject.verify import word_diff
-from finhallu.tasks.textnorm import split_sentences
+from finhallu.text.sentences import split_sentences
 from finhallu.warehouse.store import TableRef
 
 SFT_SYSTEM = {

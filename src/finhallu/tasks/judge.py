@@ -37,8 +37,10 @@ from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.inject.verify import broken_particle, edit_distance, naturalness, verify_label  # noqa: F401
 from finhallu.tasks.responses import OPENERS, is_refusal
-from finhallu.tasks.textnorm import (contains_normalized, content_words, has_final_consonant, jaccard, normalize,
-                                     number_keys, split_sentences)
+from finhallu.text.normalize import contains_normalized, normalize
+from finhallu.text.numbers import number_keys
+from finhallu.text.sentences import split_sentences
+from finhallu.text.words import content_words, has_final_consonant, jaccard
 
 JUDGE = "rules-judge-v2"
 CRITERIA = ("answerability", "plausibility", "correctness", "diversity", "coherency")

@@ -14,9 +14,9 @@ import unicodedata
 
 import numpy as np
 
-from finhallu.tasks import sentences
+from finhallu.text import sentences
 from finhallu.tasks.embedders import topk
-from finhallu.tasks.textnorm import STOPWORDS
+from finhallu.text.words import STOPWORDS
 
 TAGS = ("NNG", "NNP", "NR", "SN", "SL", "SH", "XR", "VV", "VA", "W_SERIAL")
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
@@ -43,7 +43,7 @@ def morphemes(texts: list[str]) -> list[list[str]]:
     """Content morphemes of each text (Kiwi, batched)."""
     clean = [unicodedata.normalize("NFKC", _PRIVATE_USE.sub("", t or "")) for t in texts]
     with sentences._lock:  # the shared Kiwi instance (sentences.py) is not documented as thread-safe
-        analysed = list(sentences._kiwi().tokenize(clean))
+        analysed = list(sentences.kiwi().tokenize(clean))
     out = []
     for toks in analysed:
         terms = []

@@ -15,10 +15,12 @@ from functools import lru_cache
 from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
-from finhallu.tasks import sentences
+from finhallu.text import sentences
 from finhallu.tasks.inject.edits import fix_particle
-from finhallu.tasks.textnorm import (contains_normalized, content_words, find_numbers, has_final_consonant, is_particle,
-                                     jaccard, particle, split_sentences)
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.numbers import find_numbers
+from finhallu.text.sentences import split_sentences
+from finhallu.text.words import content_words, has_final_consonant, is_particle, jaccard, particle
 
 
 class TextOut(BaseModel):
@@ -55,7 +57,7 @@ def noun_phrases(text: str, spaced: bool = False) -> tuple[tuple[str, int, int],
     ("예금자보호 한도"). Verbal nouns (이용하다) are left out.
     """
     with sentences._lock:  # the shared Kiwi instance (sentences.py) is not documented as thread-safe
-        toks = sentences._kiwi().tokenize(text or "")
+        toks = sentences.kiwi().tokenize(text or "")
     out, run = [], []
 
     def flush(nxt_tag: str | None):

@@ -22,7 +22,9 @@ from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.embedders.hybrid import HybridEmbedder
 from finhallu.tasks.embedding import embedder_for_model
 from finhallu.tasks.index import build_index
-from finhallu.tasks.textnorm import contains_normalized, content_words, normalize
+from finhallu.taxonomy import answer_is_checkable
+from finhallu.text.normalize import contains_normalized, normalize
+from finhallu.text.words import content_words
 
 
 JUDGE = "answerability_judge"
@@ -34,11 +36,6 @@ def clue_coverage(passage: str, clue: str | None) -> float:
         return 0.0
     have = set(content_words(passage))
     return len(words & have) / len(words)
-
-
-def answer_is_checkable(seed: dict) -> bool:
-    """Yes/no answers and one-character answers occur everywhere; they identify nothing."""
-    return seed["qa_kind"] != "yesno" and len(normalize(seed["answer"] or "")) >= 2
 
 
 class AnswerabilityOut(BaseModel):

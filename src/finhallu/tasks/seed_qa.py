@@ -24,7 +24,7 @@ from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
 from finhallu.tasks.embedders import embedder_for_model, embedder_from_config
 from finhallu.tasks.seeds import multi_llm_qa, triplet_qa
 from finhallu.tasks.seeds.common import DocContext, MethodResult, document_contexts
-from finhallu.tasks.textnorm import split_sentences
+from finhallu.text.sentences import split_sentences
 
 # LLM roles of the stage (pipeline.py lists them; their config enters the cache key).
 EXTRACTOR, QA_GENERATOR, JUDGE = "triplet_extractor", "qa_generator_a", "qa_judge"

@@ -16,7 +16,7 @@ import numpy as np
 
 from finhallu.tasks.detectors import Detection, looks_like_refusal, register_detector
 from finhallu.tasks.detectors.grounding import Findings, evidence_texts, passage_texts, query_coverage, question_of, refusal_detection
-from finhallu.tasks.textnorm import split_sentences
+from finhallu.text.sentences import split_sentences
 
 AGGREGATES = {"min": np.min, "median": np.median, "max": np.max}
 

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from finhallu.tasks.detectors import Detection, looks_like_refusal
-from finhallu.tasks.textnorm import contains_normalized, content_words, find_numbers, number_keys, split_sentences
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.sentences import split_sentences
+from finhallu.text.words import content_words
 
 
 def evidence_texts(sample: dict, use_history: bool = True, use_query: bool = True, max_passages: int | None = None) -> list[str]:

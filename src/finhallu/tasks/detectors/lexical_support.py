@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from finhallu.tasks.detectors import Detection, register_detector
 from finhallu.tasks.detectors.grounding import findings, refusal_detection
-from finhallu.tasks.textnorm import find_numbers
+from finhallu.text.numbers import find_numbers
 
 
 @register_detector("lexical_support", version="2", threshold=0.6, coverage_threshold=0.5, relevance_threshold=0.2,

@@ -21,8 +21,8 @@ import numpy as np
 
 from finhallu.tasks.detectors import Detection, looks_like_refusal, register_detector
 from finhallu.tasks.detectors.grounding import Findings, evidence_texts, passage_texts, query_coverage, question_of, refusal_detection
-from finhallu.tasks.embedders._hub import ModelNotAvailableError, resolve_model_dir
-from finhallu.tasks.textnorm import split_sentences
+from finhallu.local_models import ModelNotAvailableError, resolve_model_dir
+from finhallu.text.sentences import split_sentences
 
 DEFAULT_MODEL = "cross-encoder/nli-deberta-v3-xsmall"
 ENV = "FINHALLU_NLI_PATH"

@@ -27,7 +27,7 @@ from typing import Callable, ClassVar, TypeVar
 import numpy as np
 
 from finhallu.registry import load_plugins, lookup
-from finhallu.tasks.embedders._hub import ModelNotAvailableError
+from finhallu.local_models import ModelNotAvailableError
 
 PACKAGE = "finhallu.tasks.embedders"
 EMBEDDERS: dict[str, type["Embedder"]] = {}

@@ -25,7 +25,8 @@ from collections import Counter
 import numpy as np
 
 from finhallu.tasks.embedders import Embedder, register_embedder
-from finhallu.tasks.textnorm import content_words, normalize
+from finhallu.text.normalize import normalize
+from finhallu.text.words import content_words
 
 _ID = re.compile(r"^hashing-char(\d+)-(w|wb)-d(\d+)-v(\d+)$")
 _FEATURES = {1: "w", 2: "wb"}

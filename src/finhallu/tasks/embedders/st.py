@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from finhallu.tasks.embedders import Embedder, ModelNotAvailableError, register_embedder
-from finhallu.tasks.embedders._hub import KURE_ENV, KURE_REPO, _offline, resolve_model_dir
+from finhallu.local_models import KURE_ENV, KURE_REPO, _offline, resolve_model_dir
 
 _lock = threading.Lock()
 

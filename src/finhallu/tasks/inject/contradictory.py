@@ -8,7 +8,8 @@ from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.inject import entities
 from finhallu.tasks.inject.edits import change_number, swap_first
 from finhallu.tasks.inject.lexicon import MODIFIERS, TERMS
-from finhallu.tasks.textnorm import find_numbers, number_keys, normalize
+from finhallu.text.normalize import normalize
+from finhallu.text.numbers import find_numbers, number_keys
 
 
 def _evidence_keys(view: TurnView) -> set[str]:

@@ -6,7 +6,8 @@ import random
 import re
 from decimal import Decimal
 
-from finhallu.tasks.textnorm import NumberSpan, has_final_consonant, number_keys
+from finhallu.text.numbers import NumberSpan, number_keys
+from finhallu.text.words import has_final_consonant
 
 _NUM_TOKEN = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
 _FACTORS = [Decimal(x) for x in ("0.5", "0.6", "0.75", "0.8", "1.2", "1.25", "1.5", "2", "3")]

@@ -31,7 +31,9 @@ from finhallu.llm.operations import operation
 from finhallu.tasks.inject import Injected, TurnView
 from finhallu.tasks.inject.edits import fix_particle
 from finhallu.tasks.inject.lexicon import TERMS
-from finhallu.tasks.textnorm import contains_normalized, is_particle, normalize, split_sentences
+from finhallu.text.normalize import contains_normalized, normalize
+from finhallu.text.sentences import split_sentences
+from finhallu.text.words import is_particle
 
 ORG, PRODUCT, TERM = "organisation", "product", "term"
 # Head nouns that type a Korean compound; organisations first ("예금보험공사" is an organisation).

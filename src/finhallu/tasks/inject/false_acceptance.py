@@ -11,7 +11,7 @@ import random
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.responses import refuse_turn, topic_of
-from finhallu.tasks.textnorm import particle
+from finhallu.text.words import particle
 
 MIN_HARD_NEGATIVES = 3
 

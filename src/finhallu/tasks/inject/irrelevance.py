@@ -7,7 +7,9 @@ import re
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.responses import OPENERS, answer_turn
-from finhallu.tasks.textnorm import contains_normalized, find_numbers, format_decimal, number_keys, split_sentences
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.numbers import find_numbers, format_decimal, number_keys
+from finhallu.text.sentences import split_sentences
 
 
 _RANGE_LINK = re.compile(r"^\s*(?:부터|에서|이상|초과)?\s*(?:~|-|–|to|부터|에서)\s*$|^\s*(?:부터|에서)\s")

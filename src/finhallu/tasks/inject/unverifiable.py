@@ -10,7 +10,9 @@ import random
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.inject.lexicon import FABRICATED, OPINIONS, ORGS
-from finhallu.tasks.textnorm import number_keys, particle, split_sentences
+from finhallu.text.numbers import number_keys
+from finhallu.text.sentences import split_sentences
+from finhallu.text.words import particle
 
 _MONTHS = ["January", "March", "June", "September", "December"]
 

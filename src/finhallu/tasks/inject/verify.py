@@ -16,8 +16,10 @@ import numpy as np
 
 from finhallu.tasks.inject.lexicon import MODIFIER_SET, TERM_SET
 from finhallu.tasks.responses import is_refusal
-from finhallu.tasks.textnorm import (contains_normalized, content_words, find_numbers, has_final_consonant, number_keys,
-                                     split_sentences)
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.sentences import split_sentences
+from finhallu.text.words import content_words, has_final_consonant
 
 
 def _levenshtein(a, b) -> int:

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
 from finhallu.llm.router import LLMRouter
-from finhallu.tasks.textnorm import content_words, strip_particle
+from finhallu.text.words import content_words, strip_particle
 
 
 class GroupsOut(BaseModel):

@@ -19,7 +19,8 @@ from decimal import Decimal
 import polars as pl
 
 from finhallu.tasks.seeds.values import Period
-from finhallu.tasks.textnorm import content_words, normalize
+from finhallu.text.normalize import normalize
+from finhallu.text.words import content_words
 
 _HANGUL = re.compile("[가-힣]")
 

@@ -30,7 +30,8 @@ from finhallu.tasks.seeds.dedup import deduplicate, question_signature
 from finhallu.tasks.seeds.triplet_qa import _metric, askable, question_kind, topic_particle
 from finhallu.tasks.seeds.triplets import TripletItem, extract_triplets, ground_in_facts, reflect_triplets
 from finhallu.tasks.seeds.values import DocPeriods, Period, find_scale, period_in
-from finhallu.tasks.textnorm import content_words, find_numbers, jaccard
+from finhallu.text.numbers import find_numbers
+from finhallu.text.words import content_words, jaccard
 
 METHOD = "multi_llm_qa"
 QUESTION_TYPES = ("numeric", "ratio", "change")

@@ -22,7 +22,9 @@ from finhallu.tasks.seeds.common import (SCHEMA_INPUTS, DocContext, MethodResult
                                          period_text, seed_row, starting_words, triplet_row)
 from finhallu.tasks.seeds.triplets import TripletItem, ground_in_facts
 from finhallu.tasks.seeds.values import parse_cell
-from finhallu.tasks.textnorm import contains_normalized, content_words, find_numbers, particle
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.numbers import find_numbers
+from finhallu.text.words import content_words, particle
 
 METHOD = "triplet_qa"
 

@@ -18,11 +18,13 @@ from decimal import Decimal
 from pydantic import BaseModel, Field
 
 from finhallu.llm.operations import operation
-from finhallu.tasks import sentences
+from finhallu.text import sentences
 from finhallu.tasks.seeds.facts import FactIndex
 from finhallu.tasks.seeds.tables import caption_text, table_cells
 from finhallu.tasks.seeds.values import DocPeriods, Period, base_value, find_scale, parse_cell, period_in, vup
-from finhallu.tasks.textnorm import contains_normalized, find_numbers, strip_particle
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.numbers import find_numbers
+from finhallu.text.words import strip_particle
 
 # The schema (FinReflectKG's entity and relation types, the subset filings' QA needs).
 ENTITY_TYPES = ("ORG", "ORG_REG", "ORG_GOV", "PERSON", "GPE", "SEGMENT", "PRODUCT", "FIN_METRIC", "FIN_INSTRUMENT",

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from finhallu.tasks.textnorm import format_decimal
+from finhallu.text.numbers import format_decimal
 
 # ---- scale notes ------------------------------------------------------------------------
 

@@ -35,7 +35,8 @@ def split_english(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _kiwi():
+def kiwi():
+    """The process-wide Kiwi analyser (loaded on first use)."""
     from kiwipiepy import Kiwi
 
     return Kiwi()
@@ -43,7 +44,7 @@ def _kiwi():
 
 def split_korean(text: str) -> list[str]:
     with _lock:  # Kiwi instances are not documented as thread-safe
-        sents = _kiwi().split_into_sents(text)
+        sents = kiwi().split_into_sents(text)
     return [s.text.strip() for s in sents if s.text.strip()]
 
 
@@ -59,3 +60,9 @@ def split(text: str, lang: str) -> list[str]:
 
 
 SPLITTER_VERSION = "kiwi-0.24+en-rules-v1"
+
+
+def split_sentences(text: str) -> list[str]:
+    """Rule-based splitter: sentence-final punctuation followed by space, and line breaks."""
+    pieces = re.split(r"(?<=[.?!])\s+(?=\S)|\n+", text or "")
+    return [p.strip() for p in pieces if p and p.strip()]

@@ -72,7 +72,7 @@ def hf_tokenizer(path: str | Path, label: str = "hf") -> Tokenizer:
 
 
 def kure_tokenizer() -> Tokenizer:
-    from finhallu.tasks.embedders._hub import KURE_ENV, KURE_REPO, resolve_model_dir
+    from finhallu.local_models import KURE_ENV, KURE_REPO, resolve_model_dir
 
     folder, _rev = resolve_model_dir(KURE_REPO, "tokenizer.json", KURE_ENV, "KURE-v1 tokenizer")
     return hf_tokenizer(folder / "tokenizer.json", "kure-v1")

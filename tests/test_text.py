@@ -2,7 +2,9 @@ from decimal import Decimal
 
 import pytest
 
-from finhallu.tasks.textnorm import contains_normalized, content_words, find_numbers, normalize, number_keys, particle
+from finhallu.text.normalize import contains_normalized, normalize
+from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.words import content_words, particle
 
 
 @pytest.mark.parametrize("a,b", [

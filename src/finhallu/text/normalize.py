@@ -1,0 +1,44 @@
+"""The comparison form of text shared by every stage that compares evidence: numbers, units, spacing."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+from finhallu.text.numbers import canon_unit, find_numbers, format_decimal
+
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
+
+
+@lru_cache(maxsize=65536)  # passages are compared against many clues: normalize each once
+def normalize(text: str) -> str:
+    """Canonical comparison form: NFKC, lowercase, numbers as plain digits, no whitespace/punctuation noise."""
+    if not text:
+        return ""
+    t = unicodedata.normalize("NFKC", _PRIVATE_USE.sub("", text)).lower()
+    parts, last = [], 0
+    for span in find_numbers(t):
+        parts.append(t[last:span.start])
+        parts.append(format_decimal(span.value) + canon_unit(span.unit))
+        last = span.end
+    parts.append(t[last:])
+    t = "".join(parts)
+    t = re.sub(r"[\s\u00a0]+", "", t)
+    return re.sub(r"[\"'`“”‘’·,]", "", t)
+
+
+def contains_normalized(haystack: str | None, needle: str | None) -> bool:
+    """Needle in haystack after normalization; a number never matches inside a longer number
+    ("5%" is not in "15%", "2개월" not in "12개월")."""
+    if not haystack or not needle:
+        return False
+    n = normalize(needle).rstrip(".")
+    if not n:
+        return False
+    h = normalize(haystack)
+    if not (n[0].isdigit() or n[-1].isdigit()):
+        return n in h
+    # not after a digit, nor after a decimal point ("2.5%" holds no "5%"); a sentence-ending "." is fine
+    pattern = ("(?<!\\d)(?<!\\d\\.)" if n[0].isdigit() else "") + re.escape(n) + ("(?!\\d)" if n[-1].isdigit() else "")
+    return re.search(pattern, h) is not None

@@ -1,0 +1,84 @@
+"""Numbers in financial text: matching, parsing and comparison keys.
+
+"1억 원", "100,000,000원" and "1억원" have one key; so do "5천만원" and "5,000만 원",
+"16.2 %" and "16.2%", "$1.2 billion" and "$1,200 million".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_KUNIT = r"천만|백만|십만|조|억|만|천"
+_EUNIT = r"thousand|million|billion|trillion"
+_KMULT = {"조": 10**12, "억": 10**8, "천만": 10**7, "백만": 10**6, "십만": 10**5, "만": 10**4, "천": 10**3}
+_EMULT = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+
+# A chain like "1억 5천만", "3조 2,000억", "5,000만", or a plain number, with optional English scale.
+NUMBER_RE = re.compile(
+    rf"(?<![\d.,])(?:{_NUM})\s?(?:{_KUNIT})(?:\s?(?:{_NUM})\s?(?:{_KUNIT}))*(?!\d)"
+    rf"|(?<![\d.,])(?:{_NUM})(?:\s(?:{_EUNIT})\b)?",
+    re.IGNORECASE,
+)
+UNIT_RE = re.compile(r"\s?(%p|%|퍼센트|bp|bps|원|달러|개월|년|월|일|세|명|건|회|배|주|시간|분|억|percent|percentage points?|basis points?)",
+                     re.IGNORECASE)
+_PIECE_RE = re.compile(rf"({_NUM})\s?({_KUNIT})?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NumberSpan:
+    start: int
+    end: int  # end of number (and unit, if any)
+    raw: str
+    value: Decimal
+    unit: str
+    number_end: int  # end of the numeric part, before the unit
+
+
+def parse_number(raw: str) -> Decimal | None:
+    """Value of a number expression matched by NUMBER_RE."""
+    s = raw.strip()
+    m = re.search(rf"\s({_EUNIT})$", s, re.IGNORECASE)
+    if m:
+        base = parse_number(s[: m.start()])
+        return None if base is None else base * _EMULT[m.group(1).lower()]
+    total = Decimal(0)
+    for num, unit in _PIECE_RE.findall(s):
+        try:
+            val = Decimal(num.replace(",", ""))
+        except InvalidOperation:
+            return None
+        total += val * (_KMULT[unit] if unit else 1)
+    return total
+
+
+def format_decimal(v: Decimal) -> str:
+    if v == v.to_integral_value():
+        return str(int(v))
+    return format(v.normalize(), "f")
+
+
+def find_numbers(text: str) -> list[NumberSpan]:
+    out = []
+    for m in NUMBER_RE.finditer(text):
+        value = parse_number(m.group(0))
+        if value is None:
+            continue
+        unit_m = UNIT_RE.match(text, m.end())
+        unit = unit_m.group(1) if unit_m else ""
+        end = unit_m.end() if unit_m else m.end()
+        out.append(NumberSpan(m.start(), end, text[m.start():end], value, unit.lower(), m.end()))
+    return out
+
+
+def canon_unit(unit: str) -> str:
+    u = unit.lower()
+    return {"퍼센트": "%", "percent": "%", "bps": "bp", "basis point": "bp", "basis points": "bp"}.get(u, u)
+
+
+def number_keys(text: str) -> set[str]:
+    """Normalized value+unit keys of every number in text (for grounding checks)."""
+    return {format_decimal(s.value) + canon_unit(s.unit) for s in find_numbers(unicodedata.normalize("NFKC", text or ""))}

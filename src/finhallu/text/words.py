@@ -1,0 +1,63 @@
+"""Content words, Korean particles and word overlap."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_PARTICLES = sorted(
+    ["은", "는", "이", "가", "을", "를", "의", "에", "에서", "에게", "께", "으로", "로", "와", "과", "도", "만", "까지",
+     "부터", "보다", "이나", "나", "이며", "며", "이고", "고", "으로는", "로는", "에는", "에서는", "이란", "란", "입니다",
+     "이다", "인가요", "인가", "인지", "일까요", "나요", "까요", "가요", "요"],
+    key=len, reverse=True,
+)
+_WORD_RE = re.compile(r"[0-9]+(?:[.,][0-9]+)*%?|[a-z]+(?:'[a-z]+)?|[가-힣]+")
+STOPWORDS = {"the", "a", "an", "of", "to", "in", "and", "or", "for", "on", "by", "is", "are", "was", "were", "be",
+             "with", "as", "at", "that", "this", "it", "its", "what", "which", "how", "did", "does", "do",
+             "및", "등", "수", "것", "있습니다", "합니다", "있는", "하는", "대한", "경우", "때", "얼마", "무엇", "어떻게", "몇"}
+
+
+_PARTICLE_SET = frozenset(_PARTICLES)
+
+
+def is_particle(word: str) -> bool:
+    return word in _PARTICLE_SET
+
+
+def strip_particle(word: str) -> str:
+    for p in _PARTICLES:
+        if len(word) > len(p) + 1 and word.endswith(p):
+            return word[: -len(p)]
+    return word
+
+
+def content_words(text: str) -> list[str]:
+    t = unicodedata.normalize("NFKC", text or "").lower()
+    out = []
+    for w in _WORD_RE.findall(t):
+        w = strip_particle(w) if w[0] >= "가" else w.replace(",", "")
+        if len(w) >= 2 and w not in STOPWORDS and w not in _PARTICLE_SET:
+            out.append(w)
+    return out
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard overlap of two texts' content words."""
+    x, y = set(content_words(a)), set(content_words(b))
+    return len(x & y) / len(x | y) if x | y else 0.0
+
+
+def has_final_consonant(word: str) -> bool:
+    """Whether a Korean word ends in a batchim (to pick 은/는, 이/가, 을/를); digits read aloud."""
+    if not word:
+        return False
+    ch = word[-1]
+    if "가" <= ch <= "힣":
+        return (ord(ch) - 0xAC00) % 28 != 0
+    return ch in "0136781lmnLMN"  # 영,일,삼,육,칠,팔 / l m n sounds
+
+
+def particle(word: str, pair: str) -> str:
+    """particle('예금', '은/는') -> '은'."""
+    with_batchim, without = pair.split("/")
+    return with_batchim if has_final_consonant(word) else without
