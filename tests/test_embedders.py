@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 from finhallu.config import ChunkConfig, EmbedConfig, IngestConfig, SourceConfig
-from finhallu.tasks import chunking, embedding, ingest, sentences
+from finhallu.tasks import chunking, embedding, ingest
+from finhallu.text import sentences
 from finhallu.tasks.base import StageContext
 from finhallu.tasks.embedders import (EMBEDDERS, ModelNotAvailableError, embedder_class, embedder_for_model,
                                       embedder_from_config, topk)
