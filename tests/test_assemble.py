@@ -70,7 +70,8 @@ def _inputs() -> dict[str, pl.DataFrame]:
     return {
         "dialogues": dialogues, "turns": turns, "injections": injections, "passages": passages,
         "injection_qc": pl.DataFrame({"injection_id": ["i1", "i2", "i3", "i4"], "passed": [True, True, True, False],
-                                      "reasons": [[], [], [], ["naturalness 1 < 2"]]}),
+                                      "reasons": [[], [], [], ["naturalness 1 < 2"]], "verified": [True, True, True, False],
+                                      "verify_reasons": [[], [], [], ["hallucinated: number_error: no figure replaced"]]}),
         "dialogue_qc": pl.DataFrame({"dialogue_id": ["d1", "d2", "d3", "d4"], "passed": [True, True, True, False],
                                      "reasons": [[], [], [], ["coherency 1 < 2: turn 3 jumps"]],
                                      **{c: [1.0, 1.0, 1.0, 1.0] for c in judge.CRITERIA}}),
@@ -128,6 +129,9 @@ def test_dataset_stats_mirror_table_2(assembled):
     assert get("all", "mean_edit_words", "number_error") == 1 and get("all", "mean_edit_chars", "number_error") == 1
     assert get("all", "dialogue_retention") == 0.75 and get("all", "dialogue_qc_dropped_by", "coherency") == 1
     assert get("all", "injection_retention") == 0.75 and get("all", "injection_qc_dropped_by", "naturalness") == 1
+    assert get("all", "label_verified_share") == 0.75
+    dropped = st.filter(pl.col("metric") == "label_dropped_by")
+    assert dropped.height == 1 and dropped["slice"][0].endswith("| hallucinated: number_error") and dropped["value"][0] == 1
 
 
 # ---- export ----------------------------------------------------------------------------------

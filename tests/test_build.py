@@ -270,3 +270,21 @@ def test_stage_command_runs_up_to_a_stage_without_moving_current(demo_build):
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["cached"] == ["ingest", "chunk", "embed", "seed_qa", "retrieve"] and summary["ran"] == []
     assert TableStore(home).current() == before
+
+
+def test_every_published_pair_passes_the_label_verifier(demo_build):
+    """Both sides of every pair re-checked from what `samples` publishes; QC dropped some (it is no
+    rubber stamp) and said why in dataset_stats."""
+    from finhallu.tasks.labelcheck.audit import audit_samples
+
+    home, _ = demo_build
+    con = _con(home)
+    audit = audit_samples(con.execute("SELECT * FROM samples").pl(), con.execute("SELECT * FROM injections").pl(),
+                          con.execute("SELECT * FROM turns").pl())
+    failed = audit.filter(~audit["ok"])
+    assert audit.height > 100 and failed.height == 0, failed.head(5).to_dicts()
+    qc = con.execute("SELECT count(*), sum(CASE WHEN verified THEN 0 ELSE 1 END) FROM injection_qc").fetchone()
+    assert qc[1] > 0, "the label verifier rejected nothing on the demo"
+    dropped = con.execute("SELECT sum(value) FROM dataset_stats WHERE metric = 'label_dropped_by'").fetchone()[0]
+    assert dropped >= qc[1]
+    con.close()

@@ -70,3 +70,13 @@ def test_retrieval_never_crosses_splits():
                         StageContext(stage="retrieve", config=RetrieveConfig(top_k=5, candidate_pool=10), seed=1))
     shown = out["retrievals"]["passage_id"].to_list() + out["hard_negatives"]["passage_id"].to_list()
     assert shown and all(p.endswith("-t") for p in shown)
+
+
+def test_step1_finds_the_answer_at_any_scale_a_table_states_it():
+    from finhallu.tasks.retrieval import step1_verdicts
+
+    seed = {"clue_text": "자본총계는 4조 1,500억 원입니다.", "answer": "4조 1,500억 원", "qa_kind": "span"}
+    noted = "(단위 : 백만원)\n| 구 분 | 제12기 |\n| 자본총계 | 4,150,000 |"
+    assert step1_verdicts(noted, seed) == (True, False)  # the answer is there, scaled: no hard negative
+    assert step1_verdicts("| 자본총계 | 4,150,000 |", seed)[1] is False  # cut from its note: still unsafe
+    assert step1_verdicts("(단위 : 백만원)\n| 자본총계 | 3,900,000 |", seed) == (True, True)

@@ -201,6 +201,9 @@ class InjectionQCConfig(_Section):
     min_appropriateness: int = 2
     # Minimal-edit subtypes whose edit changes more words than this are rated less appropriate.
     max_minimal_edit_words: int = 4
+    # Every injected response and its faithful counterpart are re-checked by the label verifier
+    # (operation verify_sample, role label_verifier); a pair either side of which fails is dropped.
+    verify_labels: bool = True
 
 
 class AssembleConfig(_Section):

@@ -225,9 +225,9 @@ CONTRACTS: dict[str, Contract] = {
         _c(
             "injection_qc",
             {"injection_id": S, "appropriate": B, "naturalness": I, "passed": B, "reasons": pl.List(S), "judge": S,
-             "appropriateness": I},
+             "appropriateness": I, "verified": B, "verify_reasons": pl.List(S)},
             ("injection_id",),
-            not_null=("appropriate", "naturalness", "passed"),
+            not_null=("appropriate", "naturalness", "passed", "verified"),
             parents={"injection_id": "injections.injection_id"},
         ),
         _c(

@@ -123,6 +123,24 @@ def _table2(s: pl.DataFrame, dialogues: pl.DataFrame, add) -> None:
     add(split, "mean_query_chars", "all", s["query"].str.len_chars().mean())
 
 
+def _label_verification(injections: pl.DataFrame, iq: pl.DataFrame, add) -> None:
+    """Per type/subtype: generated, verified by the label verifier, passed QC, dropped by reason
+    (the reason's rule: "hallucinated: number_error", "counterpart: faithful_answer", "fluency")."""
+    if not iq.height:
+        return
+    j = injections.join(iq, on="injection_id").with_columns(
+        leaf=pl.concat_str([pl.col("hallu_type"), pl.col("hallu_subtype").fill_null("")], separator="/").str.strip_chars("/"))
+    for leaf, g in sorted(j.group_by("leaf"), key=lambda x: x[0]):
+        add("all", "label_generated", leaf[0], g.height)
+        add("all", "label_verified", leaf[0], g["verified"].sum())
+        add("all", "label_passed_qc", leaf[0], g["passed"].sum())
+        why = g.select(pl.col("verify_reasons").list.eval(
+            pl.element().str.extract(r"^(\w+: [\w ]+?)(?::|$)", 1)).list.unique()).explode("verify_reasons").drop_nulls()
+        for reason, n in why.group_by("verify_reasons").len().sort("verify_reasons").iter_rows():
+            add("all", "label_dropped_by", f"{leaf[0]} | {reason}", n)
+    add("all", "label_verified_share", "all", j["verified"].mean())
+
+
 def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, seed: int) -> pl.DataFrame:
     rows: list[dict] = []
 
@@ -172,6 +190,7 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
         if iq.height:
             add("all", "injection_qc_dropped_by", crit,
                 iq.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height)
+    _label_verification(injections, iq, add)
     # Leakage: documents, passages and institutions shared between splits (must be 0).
     shown = samples.select("split", pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("p")).explode("p")
     add("all", "leakage_passages_in_two_splits", "all", shown.group_by("p").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height)

@@ -35,6 +35,7 @@ from finhallu.llm.operations import operation
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES
 from finhallu.tasks.base import Frames, StageContext, rows_frame
+from finhallu.tasks.labelcheck import leaf, verify_inputs
 from finhallu.tasks.inject.verify import broken_particle, edit_distance, naturalness, verify_label  # noqa: F401
 from finhallu.tasks.responses import OPENERS, is_refusal
 from finhallu.text.normalize import contains_normalized, normalize
@@ -288,6 +289,20 @@ def judge_injection(hallu_type: str, subtype: str | None, original: str, injecte
     return InjectionScores(appropriateness=appropriateness, naturalness=nat, reasons=reasons)
 
 
+def _history(turns: list[dict], before: int) -> str:
+    return "\n".join(f"{t['query']}\n{t['response']}" for t in turns if t["turn_index"] < before)
+
+
+def _verifier_calls(inj: dict, turn: dict, evidence: list[str], history: str, lang: str) -> list[dict]:
+    """The label verifier's two checks of a pair: the injected response against its leaf's rule,
+    the counterpart against the faithful label it carries."""
+    common = dict(evidence=evidence, history=history, question=turn["standalone_query"] or turn["query"],
+                  answer=turn["answer"], clue=turn["clue_text"], lang=lang)
+    return [verify_inputs(leaf(inj["hallu_type"], inj["hallu_subtype"], "hallucination"),
+                          inj["injected_response"], inj["counterpart_response"], **common),
+            verify_inputs(inj["counterpart_label"], inj["counterpart_response"], inj["injected_response"], **common)]
+
+
 def run_injection_qc(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: InjectionQCConfig = ctx.config
     llm = LLMRouter(ctx.roles)
@@ -299,29 +314,44 @@ def run_injection_qc(inputs: Frames, ctx: StageContext) -> Frames:
     rows = []
     inj_rows = list(inputs["injections"].sort("injection_id").iter_rows(named=True))
     judge = JUDGE if llm.is_offline("injection_judge") else llm.backend("injection_judge")
-    calls = []
+    calls, checks = [], []
     for inj in inj_rows:
         turn = turns[inj["turn_id"]]
-        hist = "\n".join(f"{t['query']}\n{t['response']}" for t in history[inj["dialogue_id"]]
-                         if t["turn_index"] < inj["turn_index"])
+        hist = _history(history[inj["dialogue_id"]], inj["turn_index"])
+        evidence = [passages[c["passage_id"]] for c in inj["injected_context"]]
+        lang = "ko" if re.search("[가-힣]", inj["original_response"]) else "en"
         calls.append(dict(hallu_type=inj["hallu_type"], subtype=inj["hallu_subtype"],
                           original=inj["original_response"], injected=inj["injected_response"],
-                          evidence=[passages[c["passage_id"]] for c in inj["injected_context"]], history=hist,
+                          evidence=evidence, history=hist,
                           turn={k: turn[k] for k in ("answerable", "clue_text", "answer")},
-                          lang="ko" if re.search("[가-힣]", inj["original_response"]) else "en",
-                          max_edit_words=cfg.max_minimal_edit_words))
+                          lang=lang, max_edit_words=cfg.max_minimal_edit_words))
+        checks += _verifier_calls(inj, turn, evidence, hist, lang)
     verdicts = llm.call_many("injection_judge", "judge_injection", calls)
+    label_checks = llm.call_many("label_verifier", "verify_sample", checks) if cfg.verify_labels else [None] * len(checks)
     for n, (inj, s) in enumerate(zip(inj_rows, verdicts)):
-        if s is None:  # no valid judgement (recorded in llm_calls): scored lowest, so the item is dropped
-            s = InjectionScores(appropriateness=1, naturalness=1, reasons=["judge: no valid judgement (LLM call failed)"])
-        appropriate = s.appropriateness >= cfg.min_appropriateness
-        natural = s.naturalness >= cfg.min_naturalness
-        reasons = ([] if appropriate else [f"appropriateness {s.appropriateness} < {cfg.min_appropriateness}"]) + \
-                  ([] if natural else [f"naturalness {s.naturalness} < {cfg.min_naturalness}"])
-        if reasons:
-            reasons += s.reasons
-        rows.append({"injection_id": inj["injection_id"], "appropriate": appropriate, "naturalness": s.naturalness,
-                     "appropriateness": s.appropriateness, "passed": appropriate and natural, "reasons": reasons,
-                     "judge": judge})
+        rows.append(_qc_row(inj, s, label_checks[2 * n:2 * n + 2], cfg, judge))
         ctx.progress(n + 1, len(inj_rows))
-    return {"injection_qc": rows_frame(rows, "injection_id", schema_overrides={"reasons": pl.List(pl.String)})}
+    return {"injection_qc": rows_frame(rows, "injection_id", schema_overrides={
+        "reasons": pl.List(pl.String), "verify_reasons": pl.List(pl.String)})}
+
+
+def _qc_row(inj: dict, s: InjectionScores | None, checks: list, cfg: InjectionQCConfig, judge: str) -> dict:
+    if s is None:  # no valid judgement (recorded in llm_calls): scored lowest, so the item is dropped
+        s = InjectionScores(appropriateness=1, naturalness=1, reasons=["judge: no valid judgement (LLM call failed)"])
+    appropriate = s.appropriateness >= cfg.min_appropriateness
+    natural = s.naturalness >= cfg.min_naturalness
+    reasons = ([] if appropriate else [f"appropriateness {s.appropriateness} < {cfg.min_appropriateness}"]) + \
+              ([] if natural else [f"naturalness {s.naturalness} < {cfg.min_naturalness}"])
+    if reasons:
+        reasons += s.reasons
+    verify_reasons: list[str] = []
+    if cfg.verify_labels:
+        for side, v in zip(("hallucinated", "counterpart"), checks):
+            if v is None:
+                verify_reasons.append(f"{side}: no valid verdict (LLM call failed; see llm_calls)")
+            elif not v.ok:
+                verify_reasons += [f"{side}: {r}" for r in (v.reasons or ["rejected"])]
+    verified = not verify_reasons
+    return {"injection_id": inj["injection_id"], "appropriate": appropriate, "naturalness": s.naturalness,
+            "appropriateness": s.appropriateness, "verified": verified, "verify_reasons": verify_reasons,
+            "passed": appropriate and natural and verified, "reasons": reasons + verify_reasons, "judge": judge}

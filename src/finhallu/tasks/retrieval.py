@@ -24,6 +24,7 @@ from finhallu.tasks.embedding import embedder_for_model
 from finhallu.tasks.index import build_index
 from finhallu.taxonomy import answer_is_checkable
 from finhallu.text.normalize import contains_normalized, normalize
+from finhallu.text.quantities import quantities, states_value
 from finhallu.text.words import content_words
 
 
@@ -53,10 +54,19 @@ def judge_answerability(question: str, passage: str, clue: str | None, answer: s
 
 
 def step1_verdicts(text: str, seed: dict) -> tuple[bool, bool]:
-    """Step 1 (lexical): (clue absent, answer absent) after number/unit/spacing normalization."""
+    """Step 1 (lexical): (clue absent, answer absent) after number/unit/spacing normalization. An
+    answer amount counts as present at any scale the passage could state it in ("4조 1,500억 원" is
+    "4,150,000" under "(단위 : 백만원)", or in a table cut from its note)."""
     clue_absent = not (seed["clue_text"] and contains_normalized(text, seed["clue_text"]))
-    answer_absent = not (answer_is_checkable(seed) and contains_normalized(text, seed["answer"]))
+    checkable = answer_is_checkable(seed)
+    answer_absent = not (checkable and (contains_normalized(text, seed["answer"]) or any(
+        states_value(text, q, unknown_scale=True) for q in _answer_amounts(seed["answer"]))))
     return clue_absent, answer_absent
+
+
+def _answer_amounts(answer: str) -> list:
+    """The amounts of an answer that identify it (money, or a bare figure of 4+ digits)."""
+    return [q for q in quantities(answer or "") if q.unit in ("KRW", "USD") or (not q.unit and abs(q.value) >= 1000)]
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:

@@ -1,0 +1,50 @@
+"""Surface defects an edit leaves behind: what a human annotator would reject on sight.
+
+Each check names what it found, so injection QC can record why a sample was dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from finhallu.text.quantities import impossible_dates
+from finhallu.text.words import has_final_consonant
+
+# 이하/미만 are nouns of comparison: "이하이면", never "이하하면" (초과하다 is a verb; 이상하다 means "odd").
+_COMPARISON_VERB = re.compile(r"(이하|미만)(하면|하는|하고|하여|해서|했|한다|합니다|하지)")
+# Korean numerals group by 만: "2만 7천", never "27천" (a digit run of two or more before 천/백/십).
+_MALFORMED_NUMERAL = re.compile(r"(?<![\d,.])\d{2,}(?:,\d{3})*\s?(천|백|십)(?!만|억|조)")
+_DOUBLED_PARTICLE = re.compile(r"(을를|를을|은는|는은|가이)(?![가-힣])")
+
+
+def _repeated_span(text: str) -> str | None:
+    """A word (or two-word run) stated twice in a row, joined by 나/과/와/or/and or parentheses:
+    "월세나 월세로", "순증가(증가)", "increase or increase"."""
+    m = re.search(r"([가-힣A-Za-z]{2,})(?:이?나|과|와|\s*\(|\s+(?:or|and)\s+)\s*\1(?![가-힣A-Za-z]{2})", text)
+    if m:
+        return m.group(0)
+    m = re.search(r"([가-힣]{2,})\(\s*([가-힣]{2,})\s*\)", text)
+    if m and (m.group(1).endswith(m.group(2)) or m.group(2).endswith(m.group(1))):
+        return m.group(0)
+    m = re.search(r"\b(\w+(?:\s\w+)?)\s+\1\b", text)
+    return m.group(0) if m and not m.group(1).isdigit() else None
+
+
+def fluency_issues(text: str, lang: str) -> list[str]:
+    issues = [f"impossible date {d!r}" for d in impossible_dates(text)]
+    span = _repeated_span(text or "")
+    if span:
+        issues.append(f"repeated span {span!r}")
+    if lang == "ko":
+        m = _COMPARISON_VERB.search(text or "")
+        if m:
+            issues.append(f"comparison noun used as a verb {m.group(0)!r}")
+        m = _MALFORMED_NUMERAL.search(text or "")
+        if m:
+            issues.append(f"malformed numeral {m.group(0)!r}")
+        if _DOUBLED_PARTICLE.search(text or "") or any(
+                has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이가(?![가-힣])", text or "")):
+            issues.append("doubled particle")
+    if re.search(r"\s{2,}\S", (text or "").strip()):
+        issues.append("double space")
+    return issues
