@@ -281,7 +281,8 @@ def test_condition_not_satisfied_uses_the_other_conditions_value():
     view = make_view("은행권에서 대출을 받으면 DSR 규제 비율 40%가 적용됩니다.", answer="40%", clue=DSR_CLUE, gold=DSR)
     out = run("irrelevance", view, "condition_not_satisfied")
     assert out.subtype == "condition_not_satisfied"
-    assert out.response == "은행권에서 대출을 받으면 DSR 규제 비율 50%가 적용됩니다."
+    # the other condition's value under that condition (은행권 50% would be Contradictory, not Irrelevance)
+    assert out.response == "비은행권에서 대출을 받으면 DSR 규제 비율 50%가 적용됩니다."
     assert not contains_normalized(out.response, "40%")
     assert judge(view, out, "irrelevance")
     # a clue with one value has no other condition to borrow from
@@ -622,9 +623,184 @@ def test_condition_not_satisfied_needs_parallel_values_of_the_answer(response, c
     assert run("irrelevance", view, "condition_not_satisfied") is None
 
 
-def test_condition_not_satisfied_swaps_table_cells():
+def test_condition_not_satisfied_swaps_table_cells_under_their_headers():
     clue = "3억 원 이하 | 0.40% | 0.15%"
-    view = make_view("체크카드 기준 연 매출액 3억 원 이하는 0.15%입니다.", answer="0.15%", clue=clue, gold=clue)
+    table = "영세가맹점 우대수수료율은 다음과 같습니다.\n연 매출액 | 신용카드 | 체크카드\n" + clue + "\n3억~5억 원 | 1.00% | 0.75%"
+    view = make_view("체크카드 기준 연 매출액 3억 원 이하는 0.15%입니다.", answer="0.15%", clue=clue, gold=table)
     out = run("irrelevance", view, "condition_not_satisfied")
-    assert out.response == "체크카드 기준 연 매출액 3억 원 이하는 0.40%입니다."
+    # the other column's value under that column's header (체크카드 … 0.40% would be Contradictory)
+    assert out.response == "신용카드 기준 연 매출액 3억 원 이하는 0.40%입니다."
     assert judge(view, out, "irrelevance")
+    # no header to name the other column's condition: infeasible, not a bare number swap
+    bare = make_view("체크카드 기준 연 매출액 3억 원 이하는 0.15%입니다.", answer="0.15%", clue=clue, gold=clue)
+    assert run("irrelevance", bare, "condition_not_satisfied") is None
+
+
+# ---- labels that must hold (reviewed cases) -------------------------------------------------------
+def _one_sentence_changed(orig: str, new: str) -> str:
+    a, b = split_sentences(orig), split_sentences(new)
+    changed = [y for x, y in zip(a, b) if x != y]
+    assert len(a) == len(b) and len(changed) == 1, (orig, new)
+    return changed[0]
+
+
+DSR_LIST = ("현재 총대출액이 1억 원을 초과하는 차주에게는 차주 단위 DSR 규제가 적용되어, 은행권에서는 40%, "
+            "제2금융권에서는 50%를 넘지 않는 범위에서만 대출을 받을 수 있습니다.")
+CARD_LIST = ("기본 한도를 넘는 금액이 있더라도 전통시장, 대중교통, 문화비 사용분은 별도의 추가 한도 안에서 더 공제받을 수 있으며, "
+             "추가 한도는 총급여 7,000만 원 이하이면 300만 원, 초과하면 200만 원입니다.")
+HUG_LIST = "전세보증금은 수도권의 경우 7억 원 이하, 그 외 지역은 5억 원 이하인 경우에 한해 가입할 수 있습니다."
+
+
+@pytest.mark.parametrize("response,answer,clue,asked,other,condition", [
+    # the response restates the clue's list: the asked item goes, the other stays under its own condition
+    ("안내에 따르면 " + DSR_LIST + " 2025년 7월 1일부터 3단계가 시행되었습니다.", "40%", DSR_LIST, "40%", "50%", "제2금융권에서는"),
+    (CARD_LIST, "200만 원", CARD_LIST, "200만 원", "300만 원", "이하이면"),
+    # the response states only the asked item: the other value under the other condition
+    ("수도권 주택의 전세보증금이 7억 원 이하여야 가입할 수 있습니다.", "7억 원 이하", HUG_LIST, "7억 원", "5억 원", "그 외 지역"),
+    ("총급여 7,000만 원 초과 근로자의 추가 공제 한도는 200만 원입니다.", "200만 원", CARD_LIST, "200만 원", "300만 원", "이하"),
+])
+def test_condition_not_satisfied_states_another_condition_with_its_value(response, answer, clue, asked, other, condition):
+    """Not a number swap ("은행권에서는 50%, 제2금융권에서는 50%" is Contradictory): the other condition's
+    value stated with that condition, the asked value nowhere, no value twice, one sentence edited."""
+    view = make_view(response, answer=answer, clue=clue, gold=clue + " 2025년 7월 1일부터 3단계가 시행되었습니다.")
+    for seed in range(4):
+        out = run("irrelevance", view, "condition_not_satisfied", seed)
+        assert out is not None and out.subtype == "condition_not_satisfied"
+        changed = _one_sentence_changed(response, out.response)
+        assert not contains_normalized(out.response, asked) and not contains_normalized(out.response, answer)
+        assert not number_keys(asked) & number_keys(out.response)
+        spans = [n for n in re.findall(r"[\d,]+(?:만|억)? ?(?:원|%)", changed)]
+        assert len(spans) == len(set(spans)), changed  # never a duplicated value
+        assert contains_normalized(changed, other)
+        at = changed.index(condition)
+        assert at < changed.index(other.split()[0]) and condition in changed  # the condition stated with it
+        assert judge(view, out, "irrelevance")
+
+
+def test_condition_not_satisfied_is_infeasible_without_clean_parallel_conditions():
+    isa = "만 19세 이상 거주자이거나, 만 15세 이상으로 직전 연도 근로소득이 있는 거주자라면 가입할 수 있습니다."
+    # thresholds inside conditions, not values listed under conditions: no "만 19세 이상 … 만 19세 이상"
+    assert run("irrelevance", make_view(isa, answer="만 15세 이상", clue=isa, gold=isa), "condition_not_satisfied") is None
+    # the asked value also stated elsewhere in the response: it cannot disappear by a local edit
+    twice = "은행권 DSR 규제 비율은 40%입니다. 은행권 기준 40%를 넘을 수 없습니다."
+    assert run("irrelevance", make_view(twice, answer="40%", clue=DSR_CLUE, gold=DSR), "condition_not_satisfied") is None
+    # the other item's "condition" (최대) is one the question itself asks about: no other condition
+    loan = "대출한도는 최대 3억 6천만 원이고, 생애최초 주택구입자는 최대 4억 2천만 원까지 받을 수 있습니다."
+    assert run("irrelevance", make_view(loan, answer="최대 4억 2천만 원", clue=loan, gold=loan,
+                                        query="생애최초 주택구입자는 보금자리론을 최대 얼마까지 빌릴 수 있어?"),
+               "condition_not_satisfied") is None
+    # the response names no condition to replace
+    bare = make_view("DSR 규제 비율은 40%입니다.", answer="40%", clue=DSR_CLUE, gold=DSR)
+    assert run("irrelevance", bare, "condition_not_satisfied") is None
+
+
+def test_condition_not_satisfied_keeps_the_responses_own_phrasing():
+    """No stamped template: each injected response is its original with one local edit."""
+    outs = []
+    for response in ("은행권에서 대출을 받으면 DSR 규제 비율 40%가 적용됩니다.", "은행권 DSR 규제 비율은 40%입니다.",
+                     "확인해 보니 은행권의 차주별 DSR 한도는 40%입니다. 총 대출액이 1억 원 이하인 차주는 제외됩니다."):
+        out = run("irrelevance", make_view(response, answer="40%", clue=DSR_CLUE, gold=DSR), "condition_not_satisfied")
+        assert "비은행권" in _one_sentence_changed(response, out.response)
+        assert out.response.replace("비은행권", "은행권").replace("50%", "40%") == response
+        outs.append(out.response)
+    assert len({split_sentences(o)[0] for o in outs}) == len(outs)
+
+
+TENK_REV = ("Revenue decreased $0.2 billion in fiscal 2012. Revenue was $3.0 billion in fiscal 2012 compared to "
+            "$3.2 billion in fiscal 2011. The company operates 120 branches in three states.")
+EN_SIBLINGS = [
+    {"seed_id": "e2", "passage_id": "p1", "question": "What was revenue in fiscal 2012?", "answer": "$3.0 billion",
+     "clue_text": "Revenue was $3.0 billion in fiscal 2012 compared to $3.2 billion in fiscal 2011.", "qa_kind": "span"},
+    {"seed_id": "e3", "passage_id": "p1", "question": "How many branches does the company operate?",
+     "answer": "120 branches", "clue_text": "The company operates 120 branches in three states.", "qa_kind": "span"},
+]
+
+
+def test_question_misunderstanding_never_lets_the_asked_answer_be_derived():
+    from finhallu.tasks.inject.irrelevance import answer_derivable
+    assert answer_derivable("$0.2 billion", "$3.0 billion compared to $3.2 billion in fiscal 2011")  # a difference
+    assert answer_derivable("$200 million", "Revenue was $3.0 billion, down from $3.2 billion.")  # another scale
+    assert answer_derivable("6.25%", "Revenue was $3.0 billion, down from $3.2 billion.")  # a change rate
+    assert answer_derivable("1억 5천만 원", "예금 1억 원과 적금 5천만 원")  # a sum
+    assert not answer_derivable("$0.2 billion", "The company operates 120 branches in three states.")
+    view = make_view("Revenue decreased $0.2 billion in fiscal 2012.", answer="$0.2 billion",
+                     clue="Revenue decreased $0.2 billion in fiscal 2012.", gold=TENK_REV, lang="en",
+                     query="By how much did revenue decrease in fiscal 2012?", sibling_seeds=EN_SIBLINGS)
+    for seed in range(8):
+        out = run("irrelevance", view, "question_misunderstanding", seed)
+        assert out is not None and "120 branches" in out.response and "3.2 billion" not in out.response
+        assert not answer_derivable("$0.2 billion", out.response)
+    only_derivable = make_view(view.turn["response"], answer="$0.2 billion", clue=view.turn["clue_text"], gold=TENK_REV,
+                               lang="en", sibling_seeds=EN_SIBLINGS[:1])
+    assert run("irrelevance", only_derivable, "question_misunderstanding") is None
+
+
+SCAM = "보이스피싱이 의심되면 즉시 통화를 끊어야 합니다. 곧바로 112에 신고하여 지급정지를 요청하세요."
+
+
+@pytest.mark.parametrize("subtype", ["fabricated_detail", "subjective_opinion"])
+def test_unverifiable_never_replaces_the_sentence_that_answers(subtype):
+    clue = "피해가 의심되면 곧바로 112에 신고하여 지급정지를 요청해야 합니다."
+    view = make_view(SCAM, answer="112에 신고", clue=clue, gold=clue, query="보이스피싱 피해가 의심되면 어떻게 해야 하나요?")
+    shapes = set()
+    for seed in range(16):
+        out = run("unverifiable", view, subtype, seed)
+        sents = split_sentences(out.response)
+        assert sents[-1] == split_sentences(SCAM)[-1] and contains_normalized(out.response, "112에 신고")
+        assert len(sents) == 3  # inserted, never replaced
+        assert judge(view, out, "unverifiable")
+        shapes.add(len(sents))
+    # the same check by the clue's content when the answer is a bare yes/no
+    yes = make_view("네, 가능합니다. 곧바로 112에 신고하여 지급정지를 요청할 수 있습니다.", answer="예", clue=clue, gold=clue)
+    for seed in range(8):
+        assert "112에 신고" in run("unverifiable", yes, subtype, seed).response
+
+
+def test_term_swap_never_duplicates_a_span():
+    both = "주택 전체를 전세나 월세로 주고 있어도 주택연금에 가입할 수 있습니다."
+    out = run("contradictory", make_view(both, gold=both + " 주택연금은 오피스텔도 됩니다.", answer="예"),
+              "financial_term_misunderstanding")
+    assert out is None or not re.search(r"(전세|월세)나 \1", out.response)
+    assert swap_first(both, [("전세", "월세"), ("월세", "전세")], "ko") is None
+    net = "가계대출은 순증가(감소) 기준으로 집계합니다."
+    assert run("contradictory", make_view(net, gold=DEPOSIT), "modifier_change") is None  # never 순증가(증가)
+
+
+@pytest.mark.parametrize("response,expected", [
+    ("부부합산 연소득이 1억 원을 초과하면 보증을 받을 수 없습니다.", "부부합산 연소득이 1억 원 이하이면 보증을 받을 수 없습니다."),
+    ("한도를 초과하는 금액은 돌려받습니다.", "한도 이하인 금액은 돌려받습니다."),
+    ("연소득 7천만 원 이하이면 우대금리가 적용됩니다.", "연소득 7천만 원 초과이면 우대금리가 적용됩니다."),
+    # no copula form for 초과해서: the next candidate is swapped instead
+    ("1억 원을 초과해서 빌릴 수 없습니다.", "1억 원을 초과해서 빌릴 수 있습니다."),
+])
+def test_bound_swap_conjugates_instead_of_making_ihahada(response, expected):
+    view = make_view(response, gold=DEPOSIT, answer="")
+    out = run("contradictory", view, "modifier_change")
+    assert out is not None and out.response == expected
+    assert not re.search(r"(이하|이상|미만)(하|한|할|해|합)", out.response)
+    assert judge(view, out, "contradictory")
+
+
+def test_modifier_change_is_refused_when_the_evidence_states_the_sentence_behind_an_opener():
+    evidence = "정기예금은 만기 전 중도 인출이 가능합니다. 정기예금은 만기 전 중도 인출이 불가능합니다."
+    view = make_view("안내에 따르면 정기예금은 만기 전 중도 인출이 불가능합니다.", gold=evidence)
+    assert run("contradictory", view, "modifier_change") is None
+
+
+def test_number_edits_never_make_impossible_dates_or_malformed_numerals():
+    from finhallu.tasks.inject.edits import impossible_date, malformed_numeral
+    assert impossible_date("6월 31일") and impossible_date("2025년 2월 29일") and not impossible_date("2024년 2월 29일")
+    assert malformed_numeral("27천 건") and malformed_numeral("12천만 원") and not malformed_numeral("2만 7천 건")
+    date = "안심전세 앱의 시세 정보는 매년 5월 31일에 갱신됩니다."
+    count = "관련 민원은 2024년 한 해 동안 9천 건 접수되었습니다."
+    for seed in range(60):
+        for text in (date, count):
+            for sub in ("number_error", "inconsistency"):
+                hist = [{"query": "언제요?", "response": text}] if sub == "inconsistency" else None
+                out = run("contradictory", make_view(text, gold=text, answer="", history=hist), sub, seed)
+                if out is None:
+                    continue
+                assert not impossible_date(out.response), out.response
+                assert not re.search(r"(?<![\d,])\d{2,}천", out.response), out.response
+        fab = run("unverifiable", make_view(TWO_SENTENCES), "fabricated_detail", seed)
+        assert not re.search(r"(?<![\d,])\d{2,}천", fab.response), fab.response

@@ -8,7 +8,9 @@ from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.inject import entities
 from finhallu.tasks.inject.edits import change_number, swap_first
 from finhallu.tasks.inject.lexicon import MODIFIERS, TERMS
-from finhallu.text.normalize import normalize
+from finhallu.tasks.responses import OPENERS
+from finhallu.text.normalize import contains_normalized
+from finhallu.text.sentences import split_sentences
 from finhallu.text.numbers import find_numbers, number_keys
 
 
@@ -34,17 +36,35 @@ def number_error(view: TurnView, rng: random.Random) -> Injected | None:
     return None
 
 
+def _supported(evidence: str, text: str, start: int, end: int) -> bool:
+    """Whether the evidence still states the edited sentence (its discourse opener aside), or the
+    edited clause of it when that clause is a statement of its own (four words or more)."""
+    lo = 0
+    for sent in split_sentences(text):
+        i = text.find(sent, lo)
+        lo = i + len(sent)
+        if not i <= start < lo:
+            continue
+        body = next((sent[len(o):] for o in OPENERS.get("ko", []) + OPENERS.get("en", []) if o and sent.startswith(o)), sent)
+        if contains_normalized(evidence, body):
+            return True
+        a = max(sent.rfind(",", 0, start - i), sent.rfind(";", 0, start - i)) + 1
+        b = min([j for j in (sent.find(",", end - i), sent.find(";", end - i)) if j >= 0] or [len(sent)])
+        clause = sent[a:b].strip()
+        return len(clause.split()) >= 4 and contains_normalized(evidence, clause)
+    return False
+
+
 def _swap(view: TurnView, lexicon: dict, subtype: str) -> Injected | None:
+    """Swap one lexicon entry; the first candidate whose edited sentence the evidence does not
+    state (else it is no contradiction) and that reads well (see edits.swap_first)."""
     resp = view.turn["response"]
-    out = swap_first(resp, lexicon[view.lang], view.lang)
+    evidence = "\n".join(view.evidence)
+    out = swap_first(resp, lexicon[view.lang], view.lang,
+                     accept=lambda new, a, b: not _supported(evidence, new, a, b))
     if not out:
         return None
     new, old, repl = out
-    evidence = normalize("\n".join(view.evidence))
-    # The edited sentence must not be stated by the evidence (else it is not a contradiction).
-    changed = next((s for s in new.split(". ") if repl in s), new)
-    if normalize(changed).rstrip(".") in evidence:
-        return None
     return Injected(subtype, new, f"{old} -> {repl}")
 
 

@@ -4,75 +4,176 @@ from __future__ import annotations
 
 import random
 import re
+from decimal import Decimal
+from itertools import combinations, permutations
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.responses import OPENERS, answer_turn
 from finhallu.text.normalize import contains_normalized
-from finhallu.text.numbers import find_numbers, format_decimal, number_keys
+from finhallu.tasks.inject.conditions import (Item, phrase_end, cond_diff, list_items, sentence_bounds,
+                                               standalone, table_items, value_counts)
+from finhallu.tasks.inject.edits import fix_particle
+from finhallu.text.numbers import canon_unit, find_numbers, number_keys
 from finhallu.text.sentences import split_sentences
 
 
-_RANGE_LINK = re.compile(r"^\s*(?:부터|에서|이상|초과)?\s*(?:~|-|–|to|부터|에서)\s*$|^\s*(?:부터|에서)\s")
+def _restated_list(resp: str, items: list[Item], mine: Item) -> str | None:
+    """The response restates the clue's list: drop the asked item, keep the others under their own
+    conditions ("은행권에서는 40%, 제2금융권에서는 50%를" -> "제2금융권에서는 50%를")."""
+    spans = find_numbers(resp)
+    at: list[tuple[int, int]] = []  # (condition start, value phrase end) of each item in the response
+    for item in items:
+        hits = [s for s in spans if number_keys(s.raw) == item.key]
+        if len(hits) != 1:
+            return None
+        before = resp[:hits[0].start].rstrip()
+        if not before.endswith(item.cond) or (at and hits[0].start < at[-1][1]):
+            return None
+        at.append((len(before) - len(item.cond), phrase_end(resp, hits[0])))
+    k = items.index(mine)
+    if sentence_bounds(resp, at[0][0]) != sentence_bounds(resp, at[-1][1] - 1):
+        return None
+    if k + 1 < len(items):  # drop "<condition> <value>, " up to the next item's condition
+        return resp[:at[k][0]] + resp[at[k + 1][0]:]
+    return resp[:at[k - 1][1]] + resp[at[k][1]:]  # the last item: drop ", <condition> <value>"
 
 
-def _is_range(clue: str, a, b) -> bool:
-    """Two numbers joined as one range ("6개월 전부터 2개월 전까지", "3~5%") state one condition."""
-    first, second = (a, b) if a.start < b.start else (b, a)
-    between = clue[first.end:second.start]
-    return len(between) <= 8 and bool(_RANGE_LINK.search(between) or "부터" in between or "~" in between)
+def _condition_swap(resp: str, span, mine: Item, other: Item) -> str | None:
+    """The response states only the asked item: state the other item's value under its condition
+    ("은행권에서 … 40%가" -> "비은행권에서 … 50%가")."""
+    if other.key & number_keys(resp):
+        return None
+    diff = cond_diff(mine.cond, other.cond)
+    if diff is None:
+        return None
+    asked, instead = diff
+    lo, hi = sentence_bounds(resp, span.start)
+    end = phrase_end(resp, span)
+    at = [lo + i for i in standalone(resp[lo:hi], asked)]
+    at = [i for i in at if i + len(asked) <= span.start or i >= end]
+    if len(at) != 1:
+        return None
+    edits = sorted([(at[0], at[0] + len(asked), instead), (span.start, end, other.phrase)], reverse=True)
+    out = resp
+    for a, b, repl in edits:  # right to left: earlier offsets stay valid
+        rest = out[b:]
+        if re.match(r"[가-힣]", repl[-1]):
+            rest = fix_particle(repl, rest)
+        out = out[:a] + repl + rest
+    return out
 
 
-def _parallel(clue: str, a, b, max_gap: int = 30) -> bool:
-    """Two values listed side by side for different conditions ("은행권 40%, 비은행권 50%", table cells):
-    a separator between them, close together, and not the two ends of one range."""
-    first, second = (a, b) if a.start < b.start else (b, a)
-    between = clue[first.end:second.start]
-    return len(between) <= max_gap and bool(re.search(r"[,|·/、]", between)) and not _is_range(clue, a, b)
+def _cns_ok(view: TurnView, new: str, mine: Item, other: Item, ev_keys: set[str]) -> bool:
+    """One sentence changed; the asked value gone everywhere; the other value stated once, under its
+    condition, a condition the question does not ask about."""
+    resp, answer = view.turn["response"], view.turn.get("answer") or ""
+    diff = cond_diff(mine.cond, other.cond)
+    question = f"{view.turn.get('query') or ''} {view.turn.get('standalone_query') or ''}"
+    if diff is None or standalone(question, diff[1]):
+        return False
+    old_s, new_s = split_sentences(resp), split_sentences(new)
+    changed = [b for a, b in zip(old_s, new_s) if a != b]
+    if len(old_s) != len(new_s) or len(changed) != 1 or contains_normalized(new, answer):
+        return False
+    if number_keys(answer) & number_keys(new) or not number_keys(new) <= ev_keys:
+        return False
+    was = next(a for a, b in zip(old_s, new_s) if a != b)
+    now, before = value_counts(changed[0]), value_counts(was)
+    return (now[next(iter(other.key))] == 1 and all(n <= max(1, before[k]) for k, n in now.items())
+            and bool(standalone(changed[0], diff[1])))
 
 
 def condition_not_satisfied(view: TurnView, rng: random.Random) -> Injected | None:
-    """The clue states the asked value beside values for other conditions; answer with one of those."""
-    clue = view.turn.get("clue_text") or ""
-    resp = view.turn["response"]
-    answer_keys = number_keys(view.turn.get("answer") or "")
-    clue_nums = find_numbers(clue)
+    """The clue lists the asked value beside values for other conditions: answer with another
+    condition's value, stated under that condition, and the asked value nowhere. None when the
+    clue does not list parallel conditions cleanly or the response cannot be edited locally."""
+    clue, resp = view.turn.get("clue_text") or "", view.turn["response"]
+    answer = view.turn.get("answer") or ""
+    answer_keys = number_keys(answer)
+    if not answer_keys:
+        return None
+    lists = list_items(clue) + table_items(clue, view.gold_text)
+    ev_keys = number_keys("\n".join(list(view.evidence) + [clue]))
     for span in find_numbers(resp):
         key = number_keys(span.raw)
         if not span.unit or not key or not (key & answer_keys):
             continue  # only the asked value itself, with its unit (years and counts of other things stay)
-        mine = next((c for c in clue_nums if number_keys(c.raw) == key), None)
-        if mine is None:
-            continue
-        others = [c for c in clue_nums if c.unit == span.unit and number_keys(c.raw) and not (number_keys(c.raw) & key)
-                  and _parallel(clue, mine, c)]
-        if not others:
-            continue
-        # the adjacent condition's value (the nearest listed one; ties broken by the seed)
-        gap = lambda c: c.start - mine.end if c.start > mine.start else mine.start - c.end  # noqa: E731
-        nearest = min(gap(c) for c in others)
-        other = rng.choice([c for c in others if gap(c) == nearest])
-        new = resp[: span.start] + other.raw + resp[span.end:]
-        return Injected("condition_not_satisfied", new,
-                        f"{span.raw} -> {other.raw} (the value stated for another condition, {format_decimal(other.value)})")
+        for items in lists:
+            mine = next((i for i in items if i.key == key), None)
+            if mine is None:
+                continue
+            k = items.index(mine)
+            # the adjacent conditions first (ties broken by the seed)
+            others = sorted((i for i in items if i is not mine), key=lambda i: (abs(items.index(i) - k), rng.random()))
+            restated = _restated_list(resp, items, mine)
+            for other in others:
+                new = restated or _condition_swap(resp, span, mine, other)
+                if new and _cns_ok(view, new, mine, other, ev_keys):
+                    return Injected("condition_not_satisfied", new,
+                                    f"{mine.cond} {mine.phrase} -> {other.cond} {other.phrase} "
+                                    "(another condition's value, under that condition)")
     return None
 
 
+_SCALE = {"조": 10**12, "억": 10**8, "천만": 10**7, "백만": 10**6, "십만": 10**5, "만": 10**4, "천": 10**3,
+          "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_LAST_TOKEN = re.compile(r"(\d[\d,]*)(?:\.(\d+))?\s?(천만|백만|십만|조|억|만|천|thousand|million|billion|trillion)?", re.I)
+
+
+def _tolerance(raw: str) -> Decimal:
+    """Half a unit of the last stated place ("$0.2 billion" -> 0.05 billion, "1억 5천만" -> 5백만)."""
+    last = list(_LAST_TOKEN.finditer(raw))[-1]
+    scale = _SCALE.get((last.group(3) or "").lower(), 1)
+    return Decimal("0.5") * Decimal(10) ** -len(last.group(2) or "") * scale
+
+
+def _family(s) -> str:
+    u = canon_unit(s.unit)
+    return "%" if u in ("%", "%p", "percentage point", "percentage points") else u
+
+
+def answer_derivable(answer: str, text: str) -> bool:
+    """Whether text states the answer's value (after unit and scale normalisation) or lets it be
+    derived from two stated numbers of its unit: their difference or sum, or (for a percentage or a
+    multiple) their ratio or change rate, all within the rounding of the answer as written."""
+    ops = find_numbers(text)
+    for a in find_numbers(answer):
+        if not number_keys(a.raw):
+            continue
+        tol, fam = _tolerance(a.raw), _family(a)
+        if any(abs(o.value - a.value) <= tol and (not fam or not o.unit or _family(o) == fam) for o in ops):
+            return True
+        same = [o.value for o in ops if _family(o) == fam]
+        if any(abs(abs(x - y) - a.value) <= tol or abs(x + y - a.value) <= tol for x, y in combinations(same, 2)):
+            return True
+        if fam in ("%", "배"):
+            factor = 100 if fam == "%" else 1
+            pairs = [(x, y) for x, y in permutations(ops, 2) if _family(x) == _family(y) != "%" and y.value]
+            rates = [r for x, y in pairs for r in (x.value / y.value * factor, abs(x.value - y.value) / y.value * factor)]
+            if any(abs(r - a.value) <= tol for r in rates):
+                return True
+    return False
+
+
 def question_misunderstanding(view: TurnView, rng: random.Random) -> Injected | None:
-    """Answer a different question about the same passage (a sibling QA), phrased like the original."""
+    """Answer a different question about the same passage (a sibling QA), phrased like the original;
+    never one whose answer states the asked answer or lets it be derived from its numbers."""
     answer = view.turn.get("answer") or ""
     gold = view.seed["passage_id"]
+    answers = lambda text: contains_normalized(text, answer) or answer_derivable(answer, text)  # noqa: E731
     siblings = [s for s in view.sibling_seeds if s["passage_id"] == gold and s["answer"] != answer
-                and s["qa_kind"] != "yesno" and not contains_normalized(s["clue_text"], answer)]
+                and s["qa_kind"] != "yesno" and not answers(s["clue_text"]) and not answers(s["answer"])]
     if not siblings or view.gold_text is None:
         return None
-    s = rng.choice(siblings)
     # a supporting sentence when the original has one, so the length does not give the label away
     support = 1.0 if len(split_sentences(view.turn["response"])) >= 2 else 0.0
-    out = answer_turn(question=s["question"], passage=view.gold_text, clue=s["clue_text"], answer=s["answer"],
-                      qa_kind=s["qa_kind"], lang=view.lang, rng_seed=rng.randrange(2**31), support_probability=support)
-    if contains_normalized(out.response, answer):
-        return None
-    return Injected("question_misunderstanding", out.response, f"answers instead: {s['question']}")
+    for s in rng.sample(siblings, len(siblings)):
+        out = answer_turn(question=s["question"], passage=view.gold_text, clue=s["clue_text"], answer=s["answer"],
+                          qa_kind=s["qa_kind"], lang=view.lang, rng_seed=rng.randrange(2**31),
+                          support_probability=support)
+        if not answers(out.response):
+            return Injected("question_misunderstanding", out.response, f"answers instead: {s['question']}")
+    return None
 
 
 def _drift_sentences(text: str, view: TurnView) -> list[str]:

@@ -10,9 +10,11 @@ import random
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
 from finhallu.tasks.inject.lexicon import FABRICATED, OPINIONS, ORGS
+from finhallu.tasks.inject.edits import malformed_numeral
+from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import number_keys
 from finhallu.text.sentences import split_sentences
-from finhallu.text.words import particle
+from finhallu.text.words import content_words, particle
 
 _MONTHS = ["January", "March", "June", "September", "December"]
 
@@ -34,13 +36,33 @@ def _fill(template: str, lang: str, rng: random.Random) -> str:
     return template.format(**values)
 
 
-def _place(response: str, sentence: str, rng: random.Random) -> tuple[str, str]:
+_YES_NO = {"예", "네", "아니오", "아니요", "yes", "no"}
+
+
+def carries_answer(sentence: str, answer: str, clue: str) -> bool:
+    """Whether a sentence states the turn's answer or clue content (normalised): the answer itself
+    (not a bare yes/no), a part of the clue, or mostly the clue's content words."""
+    a = (answer or "").strip()
+    if a and a.lower().rstrip(".") not in _YES_NO and contains_normalized(sentence, a):
+        return True
+    if clue and (contains_normalized(clue, sentence) or contains_normalized(sentence, clue)):
+        return True
+    words, clue_words = set(content_words(sentence)), set(content_words(clue))
+    return bool(words) and len(words & clue_words) / len(words) >= 0.5
+
+
+def _place(view: TurnView, sentence: str, rng: random.Random) -> tuple[str, str]:
     """Replace the trailing supporting sentence, or insert before it (seeded, half each: the
-    response's length then says nothing about the label); a one-sentence answer gets it appended."""
+    response's length then says nothing about the label); a one-sentence answer gets it appended.
+    A trailing sentence that carries the answer or the clue is never replaced: the new sentence
+    goes before it, and the response still answers."""
+    response, answer, clue = view.turn["response"], view.turn.get("answer") or "", view.turn.get("clue_text") or ""
     sents = split_sentences(response)
     if len(sents) >= 2:
-        if rng.random() < 0.5:
-            return " ".join(sents[:-1] + [sentence]), f"replaced supporting sentence with: {sentence}"
+        if rng.random() < 0.5 and not carries_answer(sents[-1], answer, clue):
+            new = " ".join(sents[:-1] + [sentence])
+            if not contains_normalized(response, answer) or contains_normalized(new, answer):
+                return new, f"replaced supporting sentence with: {sentence}"
         return " ".join(sents[:-1] + [sentence, sents[-1]]), f"inserted: {sentence}"
     return response.rstrip() + " " + sentence, f"added: {sentence}"
 
@@ -54,12 +76,12 @@ def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected 
     if subtype == "fabricated_detail":
         for _ in range(6):
             sent = _fill(rng.choice(_bank(FABRICATED[view.lang], view.variant)), view.lang, rng)
-            if not (number_keys(sent) & evidence_keys):
-                new, edit = _place(view.turn["response"], sent, rng)
+            if not (number_keys(sent) & evidence_keys) and not malformed_numeral(sent):
+                new, edit = _place(view, sent, rng)
                 return Injected("fabricated_detail", new, edit)
         return None
     if subtype == "subjective_opinion":
         sent = rng.choice(_bank(OPINIONS[view.lang], view.variant))
-        new, edit = _place(view.turn["response"], sent, rng)
+        new, edit = _place(view, sent, rng)
         return Injected("subjective_opinion", new, edit)
     return None
