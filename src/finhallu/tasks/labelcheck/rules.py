@@ -160,8 +160,8 @@ def _wrong_row(c: Case) -> list[str]:
     if not asked:
         return []
     for q in money_or_ratio(c.response):
-        if q.unit in ("%", "%p", "bps") or abs(q.stated) < 100:
-            continue  # rates and one- or two-digit figures repeat across rows; amounts identify a row
+        if q.unit in ("%", "%p", "bps") or len(re.sub(r"\D", "", q.raw).strip("0")) < 3:
+            continue  # rates and round figures ("$4 million") recur across rows; precise amounts identify one
         holding = [r for r in rows if states_value(r, q, unknown_scale=True)]
         if holding and not any(r in asked for r in holding):
             return [f"{q.raw} is the row {_row_label(holding[0])!r}, not {_row_label(asked[0])!r}"]
@@ -322,18 +322,30 @@ def _opinion(c: Case) -> list[str]:
     return out + ([] if added else ["adds no opinion the context lacks"])
 
 
+def _near(context: str, at: int) -> str:
+    """What introduces a figure in the context: the 40 characters before it and, in a table, the
+    header row of its block (the column's condition)."""
+    before = context[max(0, at - 40):at]
+    line_start = context.rfind("\n", 0, at) + 1
+    if "|" in context[line_start:at]:
+        block = context[:line_start].split("\n\n")[-1]
+        header = next((ln for ln in block.splitlines() if ln.count("|") >= 2), "")
+        before += " " + header
+    return normalize(before)
+
+
 def _names_other_condition(c: Case) -> bool:
     """A figure of the response that the context states, introduced by words that the context
-    uses just before that figure and the question does not use ("제2금융권에서는 50%")."""
-    asked = normalize(c.question + " " + (c.answer or ""))
+    uses just before that figure (or as its column header) and the question does not use
+    ("제2금융권에서는 50%"). Words are compared whole: 규제지역 is not asked by 비규제지역."""
+    asked = {strip_particle(w) for w in re.findall(r"[가-힣A-Za-z]{2,}", c.question + " " + (c.answer or ""))}
     context_figures = quantities(c.context)
     for q in money_or_ratio(c.response):
         if c.answer and states_value(c.answer, q):
             continue
-        spots = [x for x in context_figures if x.same_as(q)]
-        near = " ".join(normalize(c.context[max(0, x.start - 40):x.start]) for x in spots)
+        near = " ".join(_near(c.context, x.start) for x in context_figures if x.same_as(q))
         words = {strip_particle(w) for w in re.findall(r"[가-힣A-Za-z]{2,}", c.response[max(0, q.start - 30):q.start])}
-        if any(not FRAMING.match(w) and normalize(w) not in asked and normalize(w) in near for w in words):
+        if any(not FRAMING.match(w) and w not in asked and normalize(w) in near for w in words):
             return True
     return False
 
