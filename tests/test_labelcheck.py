@@ -150,3 +150,11 @@ def test_refusals_are_told_from_answers_that_mention_missing_information():
     assert verdict("faithful_answer", said, evidence=[said], question="새 가맹점의 수수료율은?", answer="평균 수수료율").ok
     refusal = "검색된 문서에는 신용카드 연회비 전액과 관련된 근거가 없어 확답을 드리기 어렵습니다."
     assert verdict("false_refusal", refusal, evidence=[said], question="q", answer="평균 수수료율").ok
+
+
+def test_readme_documents_every_acceptance_rule():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+    for label, rule in RULES.items():
+        assert f"| `{label}` | {rule.rule} |" in readme, label

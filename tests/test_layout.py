@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import finhallu
+from finhallu.tasks.base import _finhallu_imports
 
 ROOT = Path(finhallu.__file__).parent
 
@@ -20,20 +20,7 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> set[str]:
     """Every finhallu module a file imports, at top level or lazily inside a function."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("finhallu")}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-            if base.startswith("finhallu"):
-                out |= {f"{base}.{a.name}" for a in node.names}
-    return out
+    return _finhallu_imports(path, _module_name(path))
 
 
 def _arrows(layer: str) -> list[tuple[str, str]]:

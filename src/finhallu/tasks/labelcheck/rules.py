@@ -153,19 +153,27 @@ def _row_label(line: str) -> str:
     return cells[0] if cells else ""
 
 
+def _cells(row: str) -> str:
+    """A table row without its label (the label may hold numbers of its own: "Tier 1")."""
+    return "|".join(row.strip().strip("|").split("|")[1:])
+
+
 def _wrong_row(c: Case) -> list[str]:
     """A table figure taken from another row than the one the question names."""
     rows = [ln for ln in c.context.splitlines() if ln.count("|") >= 2]
     asked = [r for r in rows if _row_label(r) and normalize(_row_label(r)) in normalize(c.question)]
     if not asked:
         return []
+    found = []
     for q in money_or_ratio(c.response):
-        if q.unit in ("%", "%p", "bps") or len(re.sub(r"\D", "", q.raw).strip("0")) < 3:
-            continue  # rates and round figures ("$4 million") recur across rows; precise amounts identify one
-        holding = [r for r in rows if states_value(r, q, unknown_scale=True)]
-        if holding and not any(r in asked for r in holding):
-            return [f"{q.raw} is the row {_row_label(holding[0])!r}, not {_row_label(asked[0])!r}"]
-    return []
+        if q.unit in ("%", "%p", "bps"):
+            continue  # rates recur across rows
+        holding = [r for r in rows if states_value(_cells(r), q, unknown_scale=True)]
+        if any(r in asked for r in holding):
+            return []  # the asked row's figure is stated (other sentences may add more)
+        if holding and len(re.sub(r"\D", "", q.raw).strip("0")) >= 3:  # round figures ("$4 million") pin no row
+            found.append(f"{q.raw} is the row {_row_label(holding[0])!r}, not {_row_label(asked[0])!r}")
+    return found[:1]
 
 
 @acceptance("true_refusal", "a refusal over a context that holds neither the answer (at any plausible scale) nor "
