@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from decimal import Decimal
 
 import polars as pl
@@ -14,11 +15,14 @@ from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import run_gate
 from finhallu.tasks import seed_qa
 from finhallu.tasks.base import StageContext
+from finhallu.tasks.seeds import alignment
+from finhallu.tasks.seeds.common import DocContext, MethodResult, seed_row, xbrl_mismatch
 from finhallu.tasks.seeds.facts import FactIndex
-from finhallu.tasks.seeds.tables import table_cells
-from finhallu.tasks.seeds.triplet_qa import judge_seed_qa
-from finhallu.tasks.seeds.triplets import (ENTITY_TYPES, RELATION_TYPES, extract_triplets, ground_in_facts,
-                                           reflect_triplets)
+from finhallu.tasks.seeds.multi_llm_qa import answer_question, check_factuality
+from finhallu.tasks.seeds.tables import combine_header, table_cells
+from finhallu.tasks.seeds.triplet_qa import generate_triplet_qa, judge_seed_qa, triplet_mismatch
+from finhallu.tasks.seeds.triplets import (ENTITY_TYPES, RELATION_TYPES, TripletItem, _en_sentence_triplets,
+                                           extract_triplets, ground_in_facts, reflect_triplets)
 from finhallu.tasks.seeds.values import DocPeriods, Period, find_scale, period_in, vup
 
 SCHEMA = {"entity_types": list(ENTITY_TYPES), "relation_types": list(RELATION_TYPES)}
@@ -266,3 +270,154 @@ def test_every_operation_renders_its_prompts_with_the_inputs_the_stage_passes(mo
         for lang in ("ko", "en"):
             (_, system), (_, user) = OPERATIONS[name].render(lang, inputs)
             assert "JSON" in user and len(user) > 100, (name, lang)
+
+
+# ---- a seed's question names the period and the line item of its answer ---------------------
+
+# A later year's MD&A looking back: the sentence names its own fiscal year before its figures.
+LOOKBACK = ("In fiscal 2005, our net cash provided by operating activities of $3.0 million was the result of net "
+            "income of $927,000, non-cash adjustments to net income of $3.4 million, partially offset by an "
+            "unfavorable net change in assets and liabilities of $1.3 million.")
+# A half-year cash-flow statement: two acquisitions that both end in "취득".
+CASH_FLOW = """(단위 : 백만원)
+|  | 제 54 기 반기 | 제 53 기 반기 |
+| --- | --- | --- |
+| 장기금융상품의 처분 | 5,343,921 | 5,029,379 |
+| 장기금융상품의 취득 | (4,326,888) | (4,498,757) |
+| 기타포괄손익-공정가치금융자산의 처분 | 484,094 | 2,625,165 |
+| 기타포괄손익-공정가치금융자산의 취득 | (15,385) | (910,232) |"""
+H1 = DocPeriods(2022, "H1", 54)
+Q_OCI = "삼성전자의 제54기반기(2022년) 기타포괄손익-공정가치금융자산의 취득은 얼마입니까?"
+
+
+@pytest.mark.parametrize("year,sentence,span,period", [
+    (2007, LOOKBACK, "$927,000", "FY-2005"),  # was FY-2007: the year "2005" counted as the first figure
+    (1997, "In fiscal 1996, amortization increased to $1.0 million.", "$1.0 million", "FY-1996"),
+    (2013, "Cash used in financing activities in fiscal 2012 was $3.0 billion compared to $3.2 billion in "
+           "fiscal 2011.", "$3.0 billion", "FY-2012"),
+    # a figure with no year of its own in a sentence about another year: no period, no question
+    (1997, "The effective tax rate decreased to 42.1% of pretax income from 51.1%, reflecting the use of net "
+           "operating losses in fiscal 1996 by a subsidiary.", "42.1%", "NA"),
+    (2024, "Net income was $218 million.", "$218 million", "FY-2024"),
+    (2024, "Net income was $218 million (2023: $31 million).", "$218 million", "FY-2024"),  # a comparison year
+    (2013, "The decrease in cash used by financing activities of $0.2 billion compared to fiscal 2011 was due to "
+           "lower repurchases.", "$0.2 billion", "NA"),
+])
+def test_a_sentence_dates_its_figures_by_the_year_it_names(year, sentence, span, period):
+    found = {t.span: t.period for t in _en_sentence_triplets(sentence, DocPeriods(year))}
+    assert found[span] == period, found
+
+
+def test_a_lookback_sentence_is_asked_about_its_own_year():
+    t = next(t for t in _en_sentence_triplets(LOOKBACK, DocPeriods(2007)) if t.span == "$927,000")
+    doc = DocContext("sec10k-1-2007", "sec10k", "Pericom", "en", DocPeriods(2007), FactIndex(pl.DataFrame(), "en"),
+                     [], [])
+    qa = generate_triplet_qa(passage=LOOKBACK, company="Pericom", period_text="fiscal 2005", triplet=t.model_dump(),
+                             lang="en", rng_seed=1)
+    assert "fiscal 2005" in qa.question and qa.answer == "$927,000"
+    assert triplet_mismatch(qa.question, t, doc, None) is None
+    assert triplet_mismatch(qa.question.replace("2005", "2007"), t, doc, None) == "period_mismatch"
+
+
+def test_korean_period_words_are_not_line_items_or_quarters():
+    assert period_in("당기손익-공정가치측정 금융자산", H1, "ko") is None  # 당기손익 is profit or loss, not 당기
+    assert period_in("당기순이익", H1, "ko") is None
+    assert period_in("당기말", H1, "ko") == Period("H1", 2022)
+    assert period_in("당반기 3 개 월", H1, "ko") is None  # a quarter's figure inside a half-year report
+    assert period_in("Years ended September 28,2024", DocPeriods(2024), "en") == Period("FY", 2024)
+    assert period_in("In fiscal 2005, our", DocPeriods(2007), "en") == Period("FY", 2005)
+
+
+def test_a_spanning_header_cell_dates_the_sub_columns_under_it():
+    header = combine_header(["구 분", "당반기", "", "전반기", ""], ["구 분", "3 개 월", "누 적", "3 개 월", "누 적"])
+    assert header == ["구 분", "당반기 3 개 월", "당반기 누 적", "전반기 3 개 월", "전반기 누 적"]
+    text = "| 구 분 | 당반기 |  | 전반기 |  |\n| --- | --- | --- | --- | --- |\n" \
+           "| 구 분 | 3 개 월 | 누 적 | 3 개 월 | 누 적 |\n| 임대료수익 | 42,472 | 85,710 | 40,701 | 81,890 |"
+    periods = {c.amount.raw: c.period for c in table_cells(text, H1, "ko")}
+    assert periods == {"42,472": None, "85,710": Period("H1", 2022), "40,701": None, "81,890": Period("H1", 2021)}
+
+
+def _inputs_ko() -> dict:
+    return {"company": "삼성전자", "lang": "ko", "fiscal_year": 2022, "report_kind": "H1", "current_term": 54,
+            "scale_note": "(단위 : 백만원)"}
+
+
+def test_the_answer_is_the_row_the_question_names():
+    """"기타포괄손익-공정가치금융자산의 취득" was answered from "장기금융상품의 취득" (4,326,888): the
+    question's hyphenated compound and the row's words were split differently, and half the words
+    (취득) was a match; factuality checked the figure and period, never the row."""
+    ans = answer_question(chunk=CASH_FLOW, question=Q_OCI, style="sentence_first", **_inputs_ko())
+    assert ans.span == "(15,385)" and ans.evidence.startswith("| 기타포괄손익-공정가치금융자산의 취득 |"), ans
+    wrong = "| 장기금융상품의 취득 | (4,326,888) | (4,498,757) |"
+    v = check_factuality(chunk=CASH_FLOW, question=Q_OCI, answer="(4,326,888)백만원입니다.", span="(4,326,888)",
+                         evidence=wrong, **_inputs_ko())
+    assert not v.factual and "line item" in v.reason
+    ok = check_factuality(chunk=CASH_FLOW, question=Q_OCI, answer=ans.answer, span=ans.span, evidence=ans.evidence,
+                          **_inputs_ko())
+    assert ok.factual, ok.reason
+
+
+def _seed(question: str, answer: str, clue: str, text: str, lang: str = "ko") -> dict:
+    return {"question": question, "answer": answer, "clue_text": clue, "clue_start": text.find(clue), "lang": lang}
+
+
+@pytest.mark.parametrize("question,answer,row,why", [
+    (Q_OCI, "(4,326,888)", "| 장기금융상품의 취득 | (4,326,888) | (4,498,757) |", "row_mismatch"),
+    (Q_OCI.replace("제54기반기(2022년)", "제53기반기(2021년)"), "(15,385)",
+     "| 기타포괄손익-공정가치금융자산의 취득 | (15,385) | (910,232) |", "period_mismatch"),
+    (Q_OCI, "(15,385)", "| 기타포괄손익-공정가치금융자산의 취득 | (15,385) | (910,232) |", None),
+    (Q_OCI.replace("제54기반기(2022년)", "제53기반기(2021년)"), "(910,232)",
+     "| 기타포괄손익-공정가치금융자산의 취득 | (15,385) | (910,232) |", None),
+])
+def test_post_check_holds_a_table_answer_to_its_row_and_column(question, answer, row, why):
+    assert alignment.seed_mismatch(_seed(question, answer, row, CASH_FLOW), CASH_FLOW, H1) == why
+
+
+@pytest.mark.parametrize("question,why", [
+    ("What was Pericom's net income for fiscal 2007?", "period_mismatch"),
+    ("What was Pericom's net income for fiscal 2005?", None),
+])
+def test_post_check_holds_a_sentence_answer_to_the_years_it_names(question, why):
+    seed = _seed(question, "$927,000", LOOKBACK, LOOKBACK, "en")
+    assert alignment.seed_mismatch(seed, LOOKBACK, DocPeriods(2007)) == why
+
+
+def test_xbrl_facts_cross_check_the_asked_period_and_value():
+    facts = FactIndex(_facts([("Net income", 999_000_000, "2023-01-01", "2023-12-31"),
+                              ("Net income", 217_000_000, "2022-01-01", "2022-12-31")]), "en")
+    doc = DocContext("sec10k-1-2024", "sec10k", "Acme", "en", DocPeriods(2024), facts, [], [])
+    t = TripletItem(head="Net income", head_type="FIN_METRIC", relation="Has_Value", tail="217m-USD-FY-2023",
+                    tail_type="VALUE", evidence="| Net income | 218 | 217 |", span="217", value=217e6, unit="USD",
+                    period="FY-2023")
+    assert xbrl_mismatch(doc, t, None, "What was Acme's Net income for fiscal 2023?") == "contradicted_by_xbrl"
+    assert xbrl_mismatch(doc, t, "f1", "What was Acme's Net income for fiscal 2023?") == "xbrl_fact_of_other_period"
+    assert xbrl_mismatch(doc, t.model_copy(update={"period": "FY-2022"}), "f1",
+                         "What was Acme's Net income for fiscal 2022?") is None
+
+
+def test_stage_drops_misaligned_seeds_with_counted_reasons(monkeypatch):
+    """The generic post-check: whatever a method returns, a seed whose question names a period or a
+    line item its clue does not carry never becomes a faithful answer; seed_qa_stats counts why."""
+    inputs = _inputs()
+    p = inputs["passages"].filter(pl.col("passage_id") == "p1").row(0, named=True)
+    row = "| Net income | 218 | 217 | 1 |"
+
+    def fake(doc, cfg, llm, ctx, encoder):
+        if doc.source != "sec10k":
+            return MethodResult()
+        seeds = [seed_row(p, method="triplet_qa", question=q, answer=a, clue=row, clue_start=p["text"].find(row),
+                          qa_kind="table", origin_id=q, generator="test", triplet_ids=[], fact_id=None,
+                          answer_value=None, answer_unit="USD", period=None)
+                 for q, a in (("What was Acme's Net income for fiscal 2024?", "218"),
+                              ("What was Acme's Net income for fiscal 2024?", "217"),  # the 2023 column
+                              ("What was Acme's Total interest income for fiscal 2023?", "217"))]  # another row
+        return MethodResult(seeds=seeds, counts=Counter(qa_kept=3))
+
+    monkeypatch.setitem(seed_qa.SEED_METHODS, "triplet_qa", fake)
+    out = _run(inputs=inputs)
+    kept = out["qa_seeds"].filter(pl.col("method") == "triplet_qa")
+    assert kept.select("question", "answer").rows() == [("What was Acme's Net income for fiscal 2024?", "218")]
+    stats = {r["metric"]: r["value"] for r in out["seed_qa_stats"].filter(pl.col("method") == "triplet_qa")
+             .iter_rows(named=True)}
+    assert stats["seeds_dropped_period_mismatch"] == 1 and stats["seeds_dropped_row_mismatch"] == 1
+    assert stats["seeds"] == 1

@@ -17,9 +17,11 @@ from finhallu.schemas.gate import run_gate
 from finhallu.schemas.rules import _funnel_non_increasing
 from finhallu.tasks import chunking, ingest, seed_qa
 from finhallu.tasks.base import StageContext
-from finhallu.tasks.seeds.common import document_contexts
+from finhallu.tasks.seeds.alignment import named_years, seed_mismatch
+from finhallu.tasks.seeds.common import SCHEMA_INPUTS, document_contexts
 from finhallu.tasks.seeds.dedup import deduplicate
-from finhallu.tasks.seeds.multi_llm_qa import generate_questions
+from finhallu.tasks.seeds.multi_llm_qa import answer_question, check_factuality, generate_questions
+from finhallu.tasks.seeds.triplets import extract_triplets
 from finhallu.tasks.seeds.values import parse_cell
 from finhallu.text.numbers import find_numbers
 
@@ -147,3 +149,105 @@ def test_outputs_pass_their_gates(built):
     for table, df in out.items():
         failed = [r for r in run_gate(table, df, nb).rows if r["outcome"] != "passed"]
         assert not failed, (table, failed[:3])
+
+
+# ---- the faithful side names the period and the row of its answer ----------------------------
+
+EDGAR = "sec10k/edgar-corpus"
+
+
+def _build(sources: list[dict], methods: dict) -> tuple[dict, dict]:
+    ing = ingest.run({}, StageContext(stage="ingest", config=IngestConfig(sources=sources), seed=1))
+    docs = CONTRACTS["documents"].conform(ing["documents"])
+    passages = chunking.run({"documents": docs}, StageContext(stage="chunk", config=ChunkConfig(), seed=1))["passages"]
+    inputs = {"documents": docs, "passages": passages, "source_qas": ing["source_qas"],
+              "facts": CONTRACTS["facts"].conform(ing["facts"]) if ing["facts"].height else None}
+    out = seed_qa.run(inputs, StageContext(stage="seed_qa", config=SeedQAConfig(methods=methods), seed=20240917))
+    return inputs, out
+
+
+@pytest.fixture(scope="module")
+def edgar(real_data):
+    """The EDGAR-CORPUS 10-Ks of fiscal 1997 (Home Health Corp of America) and 2007 (Pericom): MD&A
+    sentences that look back on earlier years."""
+    paths = [str(p) for p in sorted((real_data / EDGAR).glob("*.json")) if re.search(r"_(1997|2007)_", p.name)]
+    assert len(paths) == 2, paths
+    return _build([{"kind": "edgar_corpus", "paths": paths}], {"sec10k": ["triplet_qa"]})
+
+
+def _passage_with(inputs: dict, doc_suffix: str, text: str, sources=("sec10k",)) -> tuple:
+    docs = document_contexts(inputs["documents"], inputs["passages"], inputs["facts"], set(sources))
+    doc = next(d for d in docs if d.doc_id.endswith(doc_suffix))
+    i = next(k for k, p in enumerate(doc.passages) if text in p["text"])
+    return doc, i
+
+
+@pytest.mark.parametrize("doc_suffix,sentence,span,period", [
+    # asked about fiscal 2007, answered with fiscal 2005's net income: "2005" was read as the first figure
+    ("-2007", "was the result of net income of $927,000", "$927,000", "FY-2005"),
+    # asked about fiscal 1997, answered "In fiscal 1996, ..."
+    ("-1997", "In fiscal 1996, amortization increased to $1.0 million.", "$1.0 million", "FY-1996"),
+    ("-1997", "In fiscal 1996, the provision for doubtful accounts increased to $3.5 million.", "$3.5 million",
+     "FY-1996"),
+    # no year of its own, in a sentence about fiscal 1996 of a fiscal-1997 filing: not dated, never asked
+    ("-1997", "effective tax rate decreased to 42.1%", "42.1%", "NA"),
+])
+def test_edgar_lookback_sentences_are_dated_by_their_own_year(edgar, doc_suffix, sentence, span, period):
+    inputs, _ = edgar
+    doc, i = _passage_with(inputs, doc_suffix, sentence)
+    found = extract_triplets(passage=doc.passages[i]["text"], **doc.op_inputs(i), **SCHEMA_INPUTS).triplets
+    periods = {t.period for t in found if t.span == span and sentence.split(" ", 3)[-1][:20] in t.evidence}
+    assert periods == {period}, (span, periods)
+
+
+def test_edgar_seeds_ask_for_the_year_their_sentence_states(edgar):
+    inputs, out = edgar
+    seeds = out["qa_seeds"].filter(pl.col("method") == "triplet_qa")
+    assert seeds.height >= 5 and seeds["doc_id"].n_unique() == 2
+    docs = {d.doc_id: d for d in document_contexts(inputs["documents"], inputs["passages"], None, {"sec10k"})}
+    texts = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
+    for s in seeds.iter_rows(named=True):
+        periods = docs[s["doc_id"]].periods
+        stated = named_years(s["clue_text"], periods)
+        assert not stated or named_years(s["question"], periods) <= stated, (s["question"], s["clue_text"])
+        assert seed_mismatch(s, texts[s["passage_id"]], periods) is None, (s["question"], s["clue_text"])
+        assert not (s["answer"] == "$927,000" and "2007" in s["question"]), s["question"]
+        assert not ("fiscal 1997" in s["question"] and s["clue_text"].startswith("In fiscal 1996")), s["question"]
+    stats = {r["metric"]: r["value"] for r in out["seed_qa_stats"].iter_rows(named=True)}
+    assert {"seeds_dropped_period_mismatch", "seeds_dropped_row_mismatch"} <= set(stats)
+
+
+CASH_FLOW_ROW = "| 기타포괄손익-공정가치금융자산의 취득 | (15,385) | (910,232) |"
+WRONG_ROW = "| 장기금융상품의 취득 | (4,326,888) | (4,498,757) |"
+Q_OCI = "삼성전자의 제54기반기(2022년) 기타포괄손익-공정가치금융자산의 취득은 얼마입니까?"
+
+
+def test_dart_cash_flow_question_is_answered_from_the_row_it_names(built):
+    """Asked 기타포괄손익-공정가치금융자산의 취득, answered 장기금융상품의 취득 (4,326,888): rejected now."""
+    inputs, _ = built
+    doc, i = _passage_with(inputs, "", CASH_FLOW_ROW, sources=("dart",))
+    chunk = doc.passages[i]["text"]
+    assert WRONG_ROW in chunk
+    ans = answer_question(chunk=chunk, question=Q_OCI, style="table_first", **doc.op_inputs(i))
+    assert (ans.span, ans.evidence) == ("(15,385)", CASH_FLOW_ROW), ans
+    wrong = check_factuality(chunk=chunk, question=Q_OCI, answer="(4,326,888)백만원입니다.", span="(4,326,888)",
+                             evidence=WRONG_ROW, **doc.op_inputs(i))
+    assert not wrong.factual and "line item" in wrong.reason
+    seed = {"question": Q_OCI, "answer": "(4,326,888)", "clue_text": WRONG_ROW, "clue_start": chunk.find(WRONG_ROW),
+            "lang": "ko"}
+    assert seed_mismatch(seed, chunk, doc.periods) == "row_mismatch"
+    right = {**seed, "answer": "(15,385)", "clue_text": CASH_FLOW_ROW, "clue_start": chunk.find(CASH_FLOW_ROW)}
+    assert seed_mismatch(right, chunk, doc.periods) is None
+    prior = {**right, "question": Q_OCI.replace("제54기반기(2022년)", "제53기반기(2021년)")}
+    assert seed_mismatch(prior, chunk, doc.periods) == "period_mismatch"  # (15,385) is 제54기's, not 제53기's
+
+
+def test_every_generated_seed_names_its_row_and_its_period(built):
+    inputs, out = built
+    docs = {d.doc_id: d for d in document_contexts(inputs["documents"], inputs["passages"], None, {"sec10k", "dart"})}
+    texts = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
+    seeds = out["qa_seeds"].filter(pl.col("method") != "aihub_given")
+    bad = [(s["question"], s["answer"], s["clue_text"][:80]) for s in seeds.iter_rows(named=True)
+           if seed_mismatch(s, texts[s["passage_id"]], docs[s["doc_id"]].periods)]
+    assert not bad, bad[:5]
+    assert not seeds.filter(pl.col("question").str.contains("3 ?개 ?월") & pl.col("period").str.starts_with("H1")).height

@@ -23,6 +23,7 @@ from finhallu.llm.router import LLMRouter
 from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
 from finhallu.tasks.embedders import embedder_for_model, embedder_from_config
 from finhallu.tasks.seeds import multi_llm_qa, triplet_qa
+from finhallu.tasks.seeds.alignment import seed_mismatch
 from finhallu.tasks.seeds.common import DocContext, MethodResult, document_contexts
 from finhallu.text.sentences import split_sentences
 
@@ -152,6 +153,23 @@ def _stats_rows(source: str, method: str, res: MethodResult) -> list[dict]:
     return rows
 
 
+def _aligned(seeds: list[dict], docs: list[DocContext]) -> tuple[list[dict], Counter]:
+    """The generic post-check of generated seeds: a seed whose question names a period or a line item
+    its clue (table row and column, or sentence) does not carry is dropped, counted by reason."""
+    by_doc = {d.doc_id: d for d in docs}
+    texts = {p["passage_id"]: p["text"] for d in docs for p in d.passages}
+    kept, dropped = [], Counter()
+    for s in seeds:
+        doc = by_doc.get(s["doc_id"])
+        why = seed_mismatch(s, texts[s["passage_id"]], doc.periods) \
+            if s["method"] != "aihub_given" and doc is not None and s["clue_text"] else None
+        if why:
+            dropped[(s["source"], s["method"], why)] += 1
+            continue
+        kept.append(s)
+    return kept, dropped
+
+
 def _dedup_encoder(cfg: SeedQAConfig, embeddings: pl.DataFrame | None):
     """The embedder for question deduplication: the configured model, else the embed stage's."""
     model = cfg.dedup_model or (embeddings["model"][0] if embeddings is not None and embeddings.height else None)
@@ -180,6 +198,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             triplets += res.triplets
             per_method.setdefault((doc.source, method), MethodResult()).merge(res)
         ctx.progress(n + 1, len(docs))
+    seeds, misaligned = _aligned(seeds, docs)
     # One seed per (document, question): generators may ask the same thing from two pages.
     first: dict[str, dict] = {}
     asked: set[tuple] = set()
@@ -197,6 +216,8 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         res.seeds = [s for s in kept if s["source"] == source and s["method"] == method]
         res.counts["seeds"] = len(res.seeds)
         res.counts["seeds_dropped_as_repeated_question"] = dropped[(source, method)]
+        for why in ("period_mismatch", "row_mismatch"):
+            res.counts[f"seeds_dropped_{why}"] = misaligned[(source, method, why)]
         stats += _stats_rows(source, method, res)
     from finhallu.schemas.contracts import CONTRACTS
 

@@ -10,5 +10,6 @@ Two methods, both run as operations with a rules backend offline and an LLM back
   (factuality, listwise quality, top-2 consensus).
 
 Modules: values (numbers, scales, periods, VALUE-UNIT-PERIOD), tables (cells with their
-periods), facts (XBRL ground truth), triplets, triplet_qa, dedup, multi_llm_qa, common.
+periods), facts (XBRL ground truth), triplets, triplet_qa, dedup, multi_llm_qa, common,
+alignment (does a question name the period and line item of its answer).
 """

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import polars as pl
 
 from finhallu.tasks.base import stable_id
+from finhallu.tasks.seeds.alignment import asked_period
 from finhallu.tasks.seeds.facts import FactIndex, document_facts
 from finhallu.tasks.seeds.tables import caption_text, table_lines
 from finhallu.tasks.seeds.triplets import ENTITY_TYPES, RELATION_TYPES, TripletItem, sentence_spans
@@ -172,6 +174,29 @@ def period_text(t: TripletItem, doc: DocContext) -> str:
         m = re.search(r"제\s?\d+\s?기\s?(?:반기말|반기|\d분기말|\d분기|말)?", t.column or "")
         return f"{m.group(0).replace(' ', '')}({p.year}년)" if m else p.text("ko")
     return p.text("en")
+
+
+XBRL_CONTRADICTED, XBRL_OTHER_PERIOD = "contradicted_by_xbrl", "xbrl_fact_of_other_period"
+# Why a generated question is not asking for its answer (counted per method in seed_qa_stats).
+MISMATCH_REASONS = ("period_mismatch", "row_mismatch", XBRL_CONTRADICTED, XBRL_OTHER_PERIOD)
+
+
+def xbrl_mismatch(doc: DocContext, t: TripletItem, fact_id: str | None, question: str) -> str | None:
+    """Cross-check a seed's (line item, asked period, value) with the filing's XBRL facts: the fact
+    that verifies the figure must be of the asked period, and facts of the line item for the asked
+    period must not state another value (FactIndex.contradicts). None where the facts say nothing
+    against it, or the filing has none. (The same figure as a fact of another period is no
+    contradiction: balances repeat, a beginning balance is the prior year's end.)"""
+    if not len(doc.facts) or t.value is None or not t.period or t.period == "NA":
+        return None
+    kind, year = t.period.split("-")
+    asked = asked_period(question, doc.periods, doc.lang) or Period(kind, int(year))
+    fact = doc.facts.get(fact_id)
+    if fact is not None:
+        return XBRL_OTHER_PERIOD if fact.period is not None and fact.period != asked else None
+    if doc.facts.contradicts(t.head, asked, Decimal(repr(t.value)), t.unit or ""):
+        return XBRL_CONTRADICTED
+    return None
 
 
 def seed_row(p: dict, *, method: str, question: str, answer: str, clue: str, clue_start: int, qa_kind: str,

@@ -110,6 +110,11 @@ class FactIndex:
     def __len__(self) -> int:
         return len(self.facts)
 
+    def get(self, fact_id: str | None) -> Fact | None:
+        if not hasattr(self, "_by_id"):
+            self._by_id = {f.fact_id: f for f in self.facts}
+        return self._by_id.get(fact_id) if fact_id else None
+
     def _near(self, target: Decimal, tol: Decimal) -> list[Fact]:
         lo = bisect.bisect_left(self._keys, abs(target) - tol)
         hi = bisect.bisect_right(self._keys, abs(target) + tol)

@@ -25,13 +25,15 @@ from pydantic import BaseModel
 from finhallu.llm.operations import operation
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks.base import stable_id
-from finhallu.tasks.seeds.common import SCHEMA_INPUTS, DocContext, MethodResult, seed_row
-from finhallu.tasks.seeds.dedup import deduplicate, question_signature
-from finhallu.tasks.seeds.triplet_qa import _metric, askable, question_kind, topic_particle
+from finhallu.tasks.seeds.alignment import label_named
+from finhallu.tasks.seeds.common import MISMATCH_REASONS, SCHEMA_INPUTS, DocContext, MethodResult, seed_row
+from finhallu.tasks.seeds.dedup import _metric_tokens, deduplicate, question_signature
+from finhallu.tasks.seeds.triplet_qa import (_metric, askable, column_metric, metric_labels, question_kind,
+                                             topic_particle, triplet_mismatch)
 from finhallu.tasks.seeds.triplets import TripletItem, extract_triplets, ground_in_facts, reflect_triplets
 from finhallu.tasks.seeds.values import DocPeriods, Period, find_scale, period_in
 from finhallu.text.numbers import find_numbers
-from finhallu.text.words import content_words, jaccard
+from finhallu.text.words import jaccard
 
 METHOD = "multi_llm_qa"
 QUESTION_TYPES = ("numeric", "ratio", "change")
@@ -81,8 +83,8 @@ def _period_of(t: TripletItem) -> Period:
 
 
 def _period_words(t: TripletItem, lang: str) -> str:
-    if lang == "ko":
-        m = re.search(r"제\s?\d+\s?기\s?(?:반기말|반기|말)?", t.column or "")
+    if lang == "ko":  # as common.period_text: the column's term as stated, with the period's year
+        m = re.search(r"제\s?\d+\s?기\s?(?:반기말|반기|\d분기말|\d분기|말)?", t.column or "")
         p = _period_of(t)
         return f"{m.group(0).replace(' ', '')}({p.year}년)" if m else p.text("ko")
     return _period_of(t).text("en")
@@ -158,12 +160,17 @@ def _asked_kind(question: str) -> str:
 
 
 def _score_fact(t: TripletItem, question: str, q_words: set[str], q_period: Period | None, style: str) -> float:
-    have = set(content_words(f"{t.head} {t.column or ''}"))
-    if not q_words or not have:
+    """How well a stated figure answers the question. Its line item must be named in full (the
+    question's words tokenized as the row's: "기타포괄손익-공정가치금융자산의 취득" is no
+    "장기금융상품의 취득", though both end in 취득); the overlap then ranks the rows."""
+    head = set(_metric_tokens(t.head))
+    have = head | set(_metric_tokens(column_metric(t)))
+    if not q_words or not head or not (head <= q_words or all(label_named(question, x) for x in metric_labels(t))):
         return 0.0
-    overlap = len(q_words & have) / len(q_words)
-    if overlap < 0.5:
+    hit = len(q_words & have)
+    if hit / len(q_words) < 0.5:
         return 0.0
+    overlap = hit / len(q_words | have)
     score = overlap + (0.5 if _qtype(t) == ("numeric" if _asked_kind(question) == "amount" else _asked_kind(question))
                        else -1.0)
     if style != "terse" and q_period is not None:  # the terse generator reads no periods: it errs on them
@@ -235,6 +242,8 @@ def check_factuality(chunk: str, question: str, answer: str, span: str, evidence
     q_period = period_in(question, DocPeriods(fiscal_year, report_kind, current_term), lang)
     if q_period is not None and all(_period_of(x) != q_period for x in facts):
         return FactualityOut(factual=False, reason=f"period differs: asked {q_period.label}, stated {t.period}")
+    if not any(all(label_named(question, x) for x in metric_labels(f)) for f in facts):
+        return FactualityOut(factual=False, reason=f"line item differs: the figure is {t.head}'s")
     asked = _asked_kind(question)
     if (asked == "ratio") != (t.unit in ("%", "%p", "bps")) and asked != "change":
         return FactualityOut(factual=False, reason="unit differs from what the question asks")
@@ -278,7 +287,7 @@ def answers_agree(a: str, b: str, question: str = "") -> bool:
 
 def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles: dict, encoder) -> MethodResult:
     """cfg: MultiLLMQAConfig; roles: judge, grouper; encoder: embedder for deduplication."""
-    counts: Counter = Counter()
+    counts: Counter = Counter({f"questions_dropped_{why}": 0 for why in MISMATCH_REASONS})
     result = MethodResult(counts=counts, samples={"numeric_disagreement_before": [], "numeric_disagreement_after": [],
                                                   "cluster_sizes": [], "jaccard_candidates": [], "jaccard_final": []})
     chunks = [i for i, p in enumerate(doc.passages) if len(find_numbers(p["text"])) >= cfg.min_chunk_numbers]
@@ -348,6 +357,13 @@ def _pairwise_jaccard(questions: list[str]) -> list[float]:
     return [jaccard(a, b) for a, b in combinations(questions, 2)]
 
 
+def _answer_fact(doc: DocContext, facts: tuple[TripletItem, ...], top: AnswerOut, question: str) -> TripletItem | None:
+    """The stated figure the answer gives: of the cells with its line and figure (a row may state one
+    figure in two columns, "| 주식발행초과금 | 4,403,893 | 4,403,893 |"), the one the question asks for."""
+    same = [x for x in facts if x.evidence == top.evidence and x.span == top.span]
+    return next((x for x in same if triplet_mismatch(question, x, doc, None) is None), same[0] if same else None)
+
+
 def _validate(doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, counts: Counter,
               samples: dict[str, list[float]]) -> dict | None:
     i = cand["i"]
@@ -392,7 +408,7 @@ def _validate(doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, cou
         return None
     counts["questions_top2_agree"] += 1
     clue_start = p["text"].find(top.evidence)
-    t = next((x for x in chunk_facts(p["text"], **inputs) if x.evidence == top.evidence and x.span == top.span), None)
+    t = _answer_fact(doc, chunk_facts(p["text"], **inputs), top, q)
     if clue_start < 0 or t is None:
         return None
     fact_id = None
@@ -403,6 +419,10 @@ def _validate(doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, cou
             return None
         fact_id = grounded[0]["fact_id"]
         t = grounded[0]["t"]
+    why = triplet_mismatch(q, t, doc, fact_id)
+    if why:  # the question asks for another period or line item than the answer's, or XBRL facts say so
+        counts[f"questions_dropped_{why}"] += 1
+        return None
     counts["seeds"] += 1
     return seed_row(p, method=METHOD, question=cand["question"], answer=top.span, clue=top.evidence,
                     clue_start=clue_start, qa_kind="table" if top.evidence.startswith("|") else "span",

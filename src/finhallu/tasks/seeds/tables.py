@@ -103,6 +103,19 @@ def _column_periods(cols: list[str], doc: DocPeriods, lang: str) -> list[Period 
     return out
 
 
+def combine_header(top: list[str], sub: list[str]) -> list[str]:
+    """A sub-header row under the top header, column by column. A top cell spans the empty cells
+    right of it (a merged cell: "| 구 분 | 당반기 |  | 전반기 |  |" over "| 구 분 | 3 개 월 | 누 적 | 3 개 월 |
+    누 적 |"), so a sub-header under an empty top cell takes the spanning one: "당반기 누 적", not a
+    "누 적" of no period."""
+    out, span = [], ""
+    for k, (h, c) in enumerate(zip(top, sub)):
+        span = (h or span) if k > 0 else ""  # the label column spans nothing
+        base = h or (span if c else "")
+        out.append(f"{base} {c}".strip() if c and c not in base else base)
+    return out
+
+
 def table_cells(text: str, doc: DocPeriods, lang: str) -> list[TableCell]:
     lines = table_lines(text)
     if len(lines) < 2:
@@ -116,7 +129,7 @@ def table_cells(text: str, doc: DocPeriods, lang: str) -> list[TableCell]:
         if _header_like(cells, doc, lang):
             # a header row below the first: combine it with the top header, column by column
             if len(cells) == len(top):
-                header = [f"{h} {c}".strip() if c and c not in h else h for h, c in zip(top, cells)]
+                header = combine_header(top, cells)
             continue
         label = clean_label(cells[0])
         if not label or parse_cell(label) is not None or not re.search(r"[A-Za-z가-힣]", label):

@@ -18,9 +18,11 @@ from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
 from finhallu.llm.router import LLMRouter
-from finhallu.tasks.seeds.common import (SCHEMA_INPUTS, DocContext, MethodResult, line_spans, locate_line, pages,
-                                         period_text, seed_row, starting_words, triplet_row)
-from finhallu.tasks.seeds.triplets import TripletItem, ground_in_facts
+from finhallu.tasks.seeds.alignment import question_mismatch
+from finhallu.tasks.seeds.common import (MISMATCH_REASONS, SCHEMA_INPUTS, DocContext, MethodResult, line_spans,
+                                         locate_line, pages, period_text, seed_row, starting_words, triplet_row,
+                                         xbrl_mismatch)
+from finhallu.tasks.seeds.triplets import TripletItem, _period_of, ground_in_facts
 from finhallu.tasks.seeds.values import parse_cell
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers
@@ -56,6 +58,20 @@ def column_metric(t: TripletItem) -> str:
         col = col.replace("(", " ").replace(")", " ").strip()
     col = re.sub(r"^\((.*)\)$", r"\1", re.sub(r"\s+", " ", col))
     return "" if re.fullmatch(r"[\d\s.,/~()-]*", col) else col
+
+
+def metric_labels(t: TripletItem) -> list[str]:
+    """What a question must name for the triplet's figure to be its answer: the row, and the
+    column's metric where the column says more than the period."""
+    col = column_metric(t)
+    return [t.head, col] if col and col.lower() not in t.head.lower() else [t.head]
+
+
+def triplet_mismatch(question: str, t: TripletItem, doc: DocContext, fact_id: str | None) -> str | None:
+    """Why a question is not asking for this triplet's figure: another period, another line item,
+    or (where the filing has XBRL facts) facts that put the figure elsewhere; None if it is."""
+    return (question_mismatch(question, metric_labels(t), _period_of(t), doc.periods, doc.lang)
+            or xbrl_mismatch(doc, t, fact_id, question))
 
 
 def askable(t: TripletItem) -> bool:
@@ -174,7 +190,7 @@ def judge_seed_qa(passage: str, question: str, answer: str, supporting_line: str
 
 def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles: dict[str, str]) -> MethodResult:
     """cfg: TripletQAConfig; roles: extractor, generator, judge."""
-    counts: Counter = Counter()
+    counts: Counter = Counter({f"qa_dropped_{why}": 0 for why in MISMATCH_REASONS})
     result = MethodResult(counts=counts)
     extractor = roles["extractor"]
     origin_llm = llm.role_config(extractor)["provider"] != "offline"
@@ -249,6 +265,10 @@ def _qa_for_triplet(doc: DocContext, i: int, row: dict, llm: LLMRouter, roles: d
                        scale_note=doc.scale_notes[i], lang=doc.lang)
     if verdict is None or verdict.decision != "Keep":  # no verdict: when in doubt, drop
         counts["qa_dropped_by_judge"] += 1
+        return
+    why = triplet_mismatch(qa.question, t, doc, row["fact_id"])
+    if why:  # the question asks for another period or line item than the answer's, or XBRL facts say so
+        counts[f"qa_dropped_{why}"] += 1
         return
     counts["qa_kept"] += 1
     result.seeds.append(seed_row(

@@ -21,7 +21,7 @@ from finhallu.llm.operations import operation
 from finhallu.text import sentences
 from finhallu.tasks.seeds.facts import FactIndex
 from finhallu.tasks.seeds.tables import caption_text, table_cells
-from finhallu.tasks.seeds.values import DocPeriods, Period, base_value, find_scale, parse_cell, period_in, vup
+from finhallu.tasks.seeds.values import _EN_YEAR, DocPeriods, Period, base_value, find_scale, parse_cell, period_in, vup
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers
 from finhallu.text.words import strip_particle
@@ -155,6 +155,32 @@ def _en_subject(left: str) -> str | None:
     return np_[0].upper() + np_[1:]
 
 
+_EN_BARE_YEAR = re.compile(r"(?:19|20)\d{2}")
+# A year a sentence compares with: "compared with $217 million for 2023", "(2023: $31 million)".
+_EN_COMPARED_YEAR = re.compile(r"(?:compared (?:with|to)|versus|vs\.?)\s+(?:\S+\s+){0,6}?(?:fiscal\s+)?"
+                               r"((?:19|20)\d{2})\b|\(((?:19|20)\d{2}):", re.IGNORECASE)
+
+
+def _en_sentence_period(sent: str, numbers: list, doc: DocPeriods) -> Period | None:
+    """The period of a sentence's figures whose own phrase names none.
+
+    A year named before the first figure ("In fiscal 2005, ... net income of $927,000", "As of
+    December 31, 2024, ...") dates them; the year itself is no figure. Without one, the filing's
+    own period, unless the sentence names another year than the prior one it compares with
+    ("... in fiscal 1996 by a subsidiary", "... compared to fiscal 2011" in a fiscal-2013 filing):
+    then which period a figure is for is not stated, and none is given.
+    """
+    first = next((n for n in numbers if not (_EN_BARE_YEAR.fullmatch(n.raw) and not n.unit)), None)
+    lead = period_in(sent[:first.start] if first else sent, doc, "en")
+    if lead or doc.year is None:
+        return lead or doc.current
+    others = {int(y) for y in _EN_YEAR.findall(sent)} - {doc.year}
+    compared = {int(a or b) for a, b in _EN_COMPARED_YEAR.findall(sent)}
+    if others and not (others == {doc.year - 1} and others <= compared):
+        return None
+    return doc.current
+
+
 def _prior(p: Period | None) -> Period | None:
     return Period(p.kind, p.year - 1) if p else None
 
@@ -163,9 +189,7 @@ def _en_sentence_triplets(sent: str, doc: DocPeriods) -> list[TripletItem]:
     out: list[TripletItem] = []
     asides: list[bool] = []
     numbers = find_numbers(sent)
-    # A year named before the sentence's first figure ("As of December 31, 2024, ...") dates the figures
-    # whose own phrase names none; years further on belong to comparisons ("(2023: $31 million)").
-    lead = period_in(sent[:numbers[0].start], doc, "en") if numbers else None
+    default = _en_sentence_period(sent, numbers, doc)
     for n in numbers:
         start, end = n.start, n.end
         dollar = start > 0 and sent[start - 1] == "$"
@@ -174,8 +198,7 @@ def _en_sentence_triplets(sent: str, doc: DocPeriods) -> list[TripletItem]:
         if _EN_NOT_AMOUNT.search(left) or re.match(r"^[-/]\d", right):
             continue
         raw = sent[raw_start:end]
-        # Where no figure nearby names a year, the period is the one named before it, else the filing's.
-        own = _en_period_after(right, doc) or lead or doc.current
+        own = _en_period_after(right, doc) or default
         if dollar:
             unit = "USD"
         elif n.unit in ("%", "percent"):

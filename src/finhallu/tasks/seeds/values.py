@@ -150,12 +150,15 @@ class DocPeriods:
 
 _TERM = re.compile(r"제\s?(\d{1,3})\s?기")
 _KO_PART = re.compile(r"\s?(반기말?|[13]\s?분기말?)")
-_KO_QUARTER_ONLY = re.compile(r"3\s?개월")
+_KO_QUARTER_ONLY = re.compile(r"(?<!\d)3\s?개\s?월")  # "3개월", "3 개 월": a quarter
 _KO_RANGE = re.compile(r"(\d{4})\s?년\s?(\d{1,2})\s?월\s?[~\-]\s?(?:(\d{4})\s?년\s?)?(\d{1,2})\s?월")
 _KO_MONTH = re.compile(r"(\d{4})\s?년\s?(\d{1,2})\s?월\s?말?|(\d{4})\.(\d{2})\.(\d{2})")
 _KO_YEAR = re.compile(r"((?:19|20)\d{2})\s?년(?!\s?\d{1,2}\s?월)(\s?(?:상반기|반기))?")
 _KO_REL = [("당반기", 0), ("당분기", 0), ("당기", 0), ("전반기", -1), ("전분기", -1), ("전기", -1), ("전전기", -2)]
-_EN_YEAR = re.compile(r"(?<![\d,.$])((?:19|20)\d{2})(?![\d,])")
+# "당기손익-공정가치금융자산", "당기순이익", "전기전자": line items and words, not the current or prior period.
+_KO_REL_NOT = r"(?!\s?(?:손익|순이익|순손익|순손실|법인세|이익|손실|전자|차))"
+# "fiscal 2005, our" names 2005, as does a header's "September 28,2024"; "$12,2019" is no year.
+_EN_YEAR = re.compile(r"(?:(?<![\d,.$])|(?<=[A-Za-z]\s\d,)|(?<=[A-Za-z]\s\d\d,))((?:19|20)\d{2})(?!\d|,\d)")
 _EN_PRIOR = re.compile(r"\b(a year earlier|prior[- ]year|previous year|year[- ]ago)\b", re.IGNORECASE)
 _EN_QUARTER = re.compile(r"\b(three|six|nine) months\b|\bquarter\b|\bQ[1-4]\b", re.IGNORECASE)
 
@@ -195,7 +198,7 @@ def period_in(text: str, doc: DocPeriods, lang: str) -> Period | None:
                 found.add(Period("H1" if m.group(2) else "FY", int(m.group(1))))
         if not found and doc.current:
             for word, delta in sorted(_KO_REL, key=lambda x: -len(x[0])):
-                if word in t:
+                if re.search(word + _KO_REL_NOT, t):
                     if delta == 0:
                         found.add(doc.current)
                     elif word.startswith("전기") or word.startswith("전전기"):
