@@ -14,39 +14,11 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from finhallu.text.numbers import format_decimal
+from finhallu.text.quantities import Scale, find_scale  # noqa: F401
 
 # ---- scale notes ------------------------------------------------------------------------
 
-_EN_SCALE = re.compile(r"\bin\s+(thousands|millions|billions)\b", re.IGNORECASE)
-_KO_SCALE = re.compile(r"단위\s*[:：]?\s*([^)\n|]*)")
-_EN_MULT = {"thousands": 10**3, "millions": 10**6, "billions": 10**9}
-# Longest first: "백만원" before "원".
-_KO_MULT = [("조원", 10**12, "KRW"), ("억원", 10**8, "KRW"), ("백만원", 10**6, "KRW"), ("천원", 10**3, "KRW"),
-            ("원", 1, "KRW"), ("백만달러", 10**6, "USD"), ("천달러", 10**3, "USD"), ("달러", 1, "USD"),
-            ("천주", 10**3, "shares"), ("주", 1, "shares")]
-
-
-@dataclass(frozen=True)
-class Scale:
-    multiplier: Decimal  # what a bare amount is multiplied by to reach base units
-    currency: str | None  # USD | KRW | shares | count | None (a note that names no amount unit, "(단위 : %)")
-    note: str  # the note as stated
-
-
-def find_scale(text: str) -> Scale | None:
-    """The first scale note in text: "($ in millions)", "(In thousands, except ...)", "(단위 : 백만원, %)"."""
-    m = _KO_SCALE.search(text or "")
-    if m:
-        body = m.group(1).replace(" ", "")
-        for word, mult, unit in _KO_MULT:
-            if word in body:
-                return Scale(Decimal(mult), unit, m.group(0).strip())
-        counted = re.match(r"(개사|개|명|건|회)", body)
-        return Scale(Decimal(1), "count" if counted else None, m.group(0).strip())
-    m = _EN_SCALE.search(text or "")
-    if m:
-        return Scale(Decimal(_EN_MULT[m.group(1).lower()]), "USD", m.group(0).strip())
-    return None
+# Scale notes are read by the shared number module (Scale, find_scale re-exported for the seed modules).
 
 
 # ---- amounts in table cells and sentences -----------------------------------------------
