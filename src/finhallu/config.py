@@ -194,6 +194,9 @@ class InjectConfig(_Section):
     entity_noise_sigma: float = Field(0.5, ge=0.0)  # norm of the Gaussian noise on a unit entity embedding
     # Every subtype a split can carry is injected at least this often there before types are balanced.
     min_per_subtype: int = Field(1, ge=0)
+    # A minimal-edit subtype's output that changes more words than this is passed over for the
+    # dialogue's next candidate (the QC judge applies its own limit to what gets through).
+    max_minimal_edit_words: int = Field(4, ge=1)
 
 
 class InjectionQCConfig(_Section):

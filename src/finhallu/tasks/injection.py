@@ -26,7 +26,7 @@ import polars as pl
 
 from finhallu.config import InjectConfig
 from finhallu.llm.router import LLMRouter
-from finhallu.taxonomy import SPLITS
+from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, SPLITS
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.inject import Injected, TurnView, entities, load_injectors
 from finhallu.tasks.inject.ops import InjectOut
@@ -113,8 +113,7 @@ def _feasible(views: list[TurnView], leaves, inj: _Injector, did: str) -> dict[t
         ok = []
         for v in ranked:
             seed = _seed(did, inj.name, htype, sub, v.turn["turn_index"])
-            made = inj.rules(v, htype, sub, seed, did)
-            if made is not None and (made.context is not None or made.response != v.turn["response"]):
+            if _usable(inj.rules(v, htype, sub, seed, did), v, inj.cfg.max_minimal_edit_words):
                 ok.append((v, seed))
                 break  # the best-suited editable turn is the target; later ones are fallbacks for an LLM
         if ok:
@@ -220,7 +219,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             for htype, sub in order:
                 for view, seed in feas[(htype, sub)]:
                     out = inj.call(view, htype, sub, seed, d["dialogue_id"])
-                    if out is not None and (out.context is not None or out.response != view.turn["response"]):
+                    if _usable(out, view, cfg.max_minimal_edit_words):
                         made = (htype, view, out)
                         break
                 if made:
@@ -230,6 +229,13 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             if made:
                 rows.append(_row(d, split, inj, *made))
     return {"injections": rows_frame(rows, "injection_id")}
+
+
+def _usable(out: Injected | None, view: TurnView, max_edit_words: int) -> bool:
+    """An output changes the turn, and a minimal-edit subtype's change stays minimal."""
+    if out is None or (out.context is None and out.response == view.turn["response"]):
+        return False
+    return out.subtype not in MINIMAL_EDIT_SUBTYPES or edit_distance(view.turn["response"], out.response)[1] <= max_edit_words
 
 
 def _row(d: dict, split: str, inj: _Injector, htype: str, view: TurnView, out: Injected) -> dict:
