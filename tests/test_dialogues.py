@@ -15,8 +15,9 @@ import pytest
 from finhallu.config import DialogueConfig, DialogueQCConfig
 from finhallu.tasks import dialogues, judge
 from finhallu.tasks.base import StageContext
-from finhallu.tasks.responses import (answer_turn, choose_next_question, is_refusal, reconfirm_query, refuse_turn,
-                                      rewrite_query, table_sentence, topic_of, write_question)
+from finhallu.tasks.questions import choose_next_question, reconfirm_query, rewrite_query, write_question
+from finhallu.tasks.responses import answer_turn, is_refusal, refuse_turn, table_sentence
+from finhallu.text.phrases import topic_of
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import number_keys
 

@@ -19,7 +19,7 @@ import polars as pl
 
 from finhallu.config import DialogueConfig
 from finhallu.llm.router import LLMRouter
-from finhallu.tasks import responses  # noqa: F401  (registers the dialogue operations)
+from finhallu.tasks import questions, responses  # noqa: F401  (register the dialogue operations)
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 
 USER, ASSISTANT = "user_llm", "assistant_llm"

@@ -42,6 +42,12 @@ def kiwi():
     return Kiwi()
 
 
+def tokenize_korean(text: str):
+    """Kiwi's morphemes of a text (tokens with .form, .tag, .start, .len), under the shared lock."""
+    with _lock:
+        return kiwi().tokenize(text or "")
+
+
 def split_korean(text: str) -> list[str]:
     with _lock:  # Kiwi instances are not documented as thread-safe
         sents = kiwi().split_into_sents(text)

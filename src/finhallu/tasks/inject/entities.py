@@ -31,6 +31,7 @@ from finhallu.llm.operations import operation
 from finhallu.tasks.inject import Injected, TurnView
 from finhallu.tasks.inject.edits import fix_particle
 from finhallu.tasks.inject.lexicon import TERMS
+from finhallu.text.phrases import noun_phrases
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.sentences import split_sentences
 from finhallu.text.words import is_particle
@@ -74,8 +75,6 @@ def entity_type(name: str, lang: str) -> str | None:
 
 
 def _mentions_ko(text: str) -> list[tuple[str, int, int]]:
-    from finhallu.tasks.responses import noun_phrases  # lazy: responses imports this package
-
     out = []
     for phrase, start, end in noun_phrases(text):
         if " " in phrase:

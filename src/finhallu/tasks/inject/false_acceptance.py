@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
-from finhallu.tasks.responses import refuse_turn, topic_of
+from finhallu.tasks.responses import refuse_turn
+from finhallu.text.phrases import topic_of
 from finhallu.text.words import particle
 
 MIN_HARD_NEGATIVES = 3

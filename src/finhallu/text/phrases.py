@@ -1,0 +1,62 @@
+"""Noun phrases and question topics (Kiwi for Korean, content words for English)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from finhallu.text.sentences import tokenize_korean
+from finhallu.text.words import content_words, is_particle
+
+_NOUN_TAGS = ("NNG", "NNP", "SL", "SH")
+_WH = {"얼마", "무엇", "어디", "언제", "누구", "이상", "이하", "미만", "초과", "경우", "기준", "내용", "최근", "현재"}
+
+
+@lru_cache(maxsize=20000)
+def noun_phrases(text: str, spaced: bool = False) -> tuple[tuple[str, int, int], ...]:
+    """Runs of adjacent nouns (Kiwi NNG/NNP, Latin, Hanja) as (phrase, start, end) in `text`.
+
+    Nouns joined without a space form one compound ("주택도시보증공사"); a single space joins a
+    Latin acronym to the next noun ("HF 전세자금보증"), and with `spaced` any two nouns
+    ("예금자보호 한도"). Verbal nouns (이용하다) are left out.
+    """
+    toks = tokenize_korean(text)
+    out, run = [], []
+
+    def flush(nxt_tag: str | None):
+        if run and not (nxt_tag or "").startswith(("XSV", "XSA")):
+            start, end = run[0].start, run[-1].start + run[-1].len
+            out.append((text[start:end], start, end))
+        run.clear()
+
+    for tok in toks:
+        if tok.tag in _NOUN_TAGS:
+            if run:
+                gap = tok.start - (run[-1].start + run[-1].len)
+                if gap > 1 or (gap == 1 and run[-1].tag != "SL" and not spaced):
+                    flush(None)
+            run.append(tok)
+        else:
+            flush(tok.tag)
+    flush(None)
+    return tuple(p for p in out if len(p[0]) >= 2 and p[0] not in _WH)
+
+
+def topic_of(question: str, lang: str) -> str:
+    """What a question is about, for refusals and reconfirmations ("상조회사 자본금")."""
+    if lang == "en":
+        words = [w for w in content_words(question) if not w[0].isdigit() and not is_particle(w)]
+        return " ".join(words[:3]) or "this question"
+    phrases = []
+    for phrase, start, _ in noun_phrases(question, spaced=True):
+        words = phrase.split()
+        while words and words[0] in _WH:  # "초과 근로자" -> "근로자", "얼마 이상" -> ""
+            start += len(words.pop(0)) + 1
+        while words and words[-1] in _WH:
+            words.pop()
+        if words and len(" ".join(words)) >= 2 and not words[0][0].isdigit():
+            phrases.append((" ".join(words), start))
+    if not phrases:
+        return "문의하신 내용"
+    longest = sorted(phrases, key=lambda p: (-len(p[0]), p[1]))
+    keep = [longest[0]] + [p for p in longest[1:2] if len(p[0]) >= 3]
+    return " ".join(p[0] for p in sorted(keep, key=lambda p: p[1]))
