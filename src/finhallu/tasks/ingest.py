@@ -12,8 +12,8 @@ from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.sources import LoadedDoc, LoadedFacts, Quarantined, get_loader
 
 
-def source_files(src: SourceConfig) -> list[tuple[Path, str]]:
-    """Every file a source entry names, in a stable order, with a location-independent name
+def _listed(src: SourceConfig) -> list[tuple[Path, str]]:
+    """Every path a source entry names, in a stable order, with a location-independent name
     (`<configured path>/<relative path>`), so tables do not change when the checkout moves."""
     loader = get_loader(src.kind)
     files: dict[Path, str] = {}
@@ -30,6 +30,21 @@ def source_files(src: SourceConfig) -> list[tuple[Path, str]]:
     return sorted(files.items())
 
 
+def source_files(src: SourceConfig) -> list[tuple[Path, str]]:
+    """The regular files of a source entry (a FIFO or device matching a pattern would block a read)."""
+    return [(f, name) for f, name in _listed(src) if f.is_file()]
+
+
+def skipped_files(src: SourceConfig) -> list[tuple[Path, str]]:
+    """Matching paths that are not regular files (FIFOs, sockets, devices, directories named *.json)."""
+    return [(f, name) for f, name in _listed(src) if f.exists() and not f.is_file()]
+
+
+class SourceVanished(RuntimeError):
+    """A listed source file disappeared while ingest ran: its result would be cached under a key
+    that includes the file, so the stage fails (nothing published) and a rerun ingests it."""
+
+
 def inputs_fingerprint(cfg: IngestConfig) -> str:
     """Content hash of every raw input file: the ingest stage's cache key covers the data itself."""
     h = hashlib.sha256()
@@ -38,6 +53,22 @@ def inputs_fingerprint(cfg: IngestConfig) -> str:
             h.update(name.encode())
             h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
+
+
+def _load_file(kind: str, f: Path) -> list:
+    """What a loader yields for one file; an exception keeps the items yielded before it (the
+    records already read are good) and adds a quarantine row saying where reading stopped."""
+    items: list = []
+    try:
+        for item in get_loader(kind).load(f):
+            items.append(item)
+    except Exception as exc:  # a loader bug on one file must not sink the run
+        if not f.exists():
+            raise SourceVanished(f"source file {f} disappeared during ingest; rerun the build") from exc
+        done = sum(isinstance(i, LoadedDoc) for i in items)
+        where = f"after {done} document(s)" if done else None
+        items.append(Quarantined(kind, str(f), where, None, f"{type(exc).__name__}: {exc}"))
+    return items
 
 
 def _split(src: SourceConfig, institution: str) -> str:
@@ -53,13 +84,12 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     docs, qas, quarantine, facts = [], [], [], {}
     seen: set[str] = set()
     files = [(src, f, name) for src in cfg.sources for f, name in source_files(src)]
+    for src in cfg.sources:
+        for f, name in skipped_files(src):
+            quarantine.append({"source": src.kind, "path": name, "record_id": None, "field": None, "stage": "ingest",
+                               "error": "not a regular file (FIFO, socket, device or directory): skipped"})
     for n, (src, f, name) in enumerate(files):
-        loader = get_loader(src.kind)
-        try:
-            items = list(loader.load(f))
-        except Exception as exc:  # a loader bug on one file must not sink the run
-            items = [Quarantined(src.kind, str(f), None, None, f"{type(exc).__name__}: {exc}")]
-        for item in items:
+        for item in _load_file(src.kind, f):
             if isinstance(item, Quarantined):
                 item.path = item.path.replace(str(f), name)
                 quarantine.append({**item.__dict__, "stage": "ingest"})

@@ -15,7 +15,8 @@ from typing import Iterator
 import lxml.html
 
 from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
-from finhallu.tasks.sources.tables import grid_to_markdown
+from finhallu.tasks.sources.encoding import decode_bytes
+from finhallu.tasks.sources.tables import grid_to_markdown, span
 
 # 금융·법률 MRC (singular `answer`): 1 정답경계, 2 YesNo, 3 Table, 4 다지선다, 5 절차
 FIN_LEGAL_QA_TYPES = {1: "span", 2: "yesno", 3: "table", 4: "multiple_choice", 5: "procedure"}
@@ -36,7 +37,7 @@ def html_table_to_markdown(fragment: str) -> str:
             if td.tag not in ("td", "th"):
                 continue
             text = _BR.sub(" ", lxml.html.tostring(td, encoding="unicode", method="text") or "")
-            cells.append((text, int(td.get("rowspan", 1) or 1), int(td.get("colspan", 1) or 1)))
+            cells.append((text, span(td.get("rowspan")), span(td.get("colspan"))))
         rows.append(cells)
     return grid_to_markdown(rows)
 
@@ -79,28 +80,75 @@ def _iter_json_payloads(path: Path) -> Iterator[tuple[str, bytes | Exception]]:
         yield str(path), path.read_bytes()
 
 
-def _qa_row(doc_id: str, block_id: str, context: str, qa: dict, fin_legal: bool) -> dict:
+class BadField(ValueError):
+    """One field of one QA record cannot be read; the record is quarantined naming it."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+_TRUE, _FALSE = {"true", "1", "yes", "y"}, {"false", "0", "no", "n", ""}
+
+
+def strict_bool(value, field: str) -> bool:
+    """JSON booleans, 0/1 and the strings "true"/"false" — never Python truthiness ("false" is false)."""
+    if isinstance(value, bool) or value is None:
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise BadField(field, f"`{field}` is {value!r}, not a boolean")
+
+
+def _offset(value) -> int | None:
+    """A character offset: an int (or a digit string); anything else is recomputed from the text."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _optional_text(value, field: str) -> str | None:
+    if value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return None if value is None else str(value)
+    raise BadField(field, f"`{field}` is a {type(value).__name__}, not text")
+
+
+def _answer_of(qa: dict) -> dict:
     ans = qa.get("answer") if "answer" in qa else qa.get("answers")
     if isinstance(ans, list):  # SQuAD-style list of answers: the first is canonical
         ans = ans[0] if ans else {}
-    ans = ans or {}
+    if ans is None:
+        return {}
+    if not isinstance(ans, dict):
+        raise BadField("answer", f"`answer` is a {type(ans).__name__}, not an object")
+    return ans
+
+
+def _qa_row(doc_id: str, block_id: str, context: str, qa: dict, fin_legal: bool) -> dict:
+    ans = _answer_of(qa)
     flags: list[str] = []
     qa_type = qa.get("qa_type")
+    if isinstance(qa_type, str) and qa_type.strip().isdigit():
+        qa_type = int(qa_type)
     table = FIN_LEGAL_QA_TYPES if fin_legal else ADMIN_QA_TYPES
     kind = table.get(qa_type, "unknown") if isinstance(qa_type, int) else "unknown"
     if kind == "unknown":
         flags.append(f"unknown_qa_type:{qa_type}")
-    is_impossible = bool(qa.get("is_impossible"))
+    is_impossible = strict_bool(qa.get("is_impossible"), "is_impossible")
     if is_impossible:
         kind = "unanswerable"
-    text = ans.get("text")
-    text = _PUA.sub("", str(text)) if text is not None else None
-    clue = ans.get("clue_text")
+    text = _optional_text(ans.get("text"), "answer.text")
+    text = _PUA.sub("", text) if text is not None else None
+    clue = _optional_text(ans.get("clue_text"), "answer.clue_text")
     clue = _PUA.sub("", _BR.sub("\n", clue)) if clue else None
-    clue_start, clue_moved = _locate(context, clue, ans.get("clue_start"))
+    clue_start, clue_moved = _locate(context, clue, _offset(ans.get("clue_start")))
     answer_start = None
     if not is_impossible and text and kind not in ("yesno", "entailment"):
-        answer_start, moved = _locate(context, text, ans.get("answer_start"))
+        answer_start, moved = _locate(context, text, _offset(ans.get("answer_start")))
         if answer_start is None:
             flags.append("answer_not_in_context")
         elif moved:
@@ -134,7 +182,7 @@ def load_aihub(path: Path) -> Iterator[LoadedDoc | Quarantined]:
             yield Quarantined("aihub", origin, None, None, f"cannot read archive member: {payload}")
             continue
         try:
-            data = json.loads(payload.decode("utf-8-sig"))
+            data = json.loads(decode_bytes(payload, ("utf-8",))[0])
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             yield Quarantined("aihub", origin, None, None, f"malformed JSON: {exc}")
             continue
@@ -143,7 +191,12 @@ def load_aihub(path: Path) -> Iterator[LoadedDoc | Quarantined]:
             yield Quarantined("aihub", origin, None, "data", "no `data` list of documents at the top level")
             continue
         for i, doc in enumerate(docs):
-            yield from _load_doc(origin, i, doc)
+            try:
+                yield from _load_doc(origin, i, doc)
+            except Exception as exc:  # one unreadable document must not cost the file's others
+                doc_id = doc.get("doc_id") if isinstance(doc, dict) else None
+                yield Quarantined("aihub", origin, f"data[{i}]" + (f" doc_id={doc_id}" if doc_id else ""), None,
+                                  f"{type(exc).__name__}: {exc}")
 
 
 def _load_doc(origin: str, index: int, doc) -> Iterator[LoadedDoc | Quarantined]:
@@ -170,7 +223,11 @@ def _load_doc(origin: str, index: int, doc) -> Iterator[LoadedDoc | Quarantined]
             if not isinstance(qa, dict) or not qa.get("question"):
                 yield Quarantined("aihub", origin, f"{record} paragraphs[{j}].qas[{k}]", "question", "QA without a question")
                 continue
-            qas.append(_qa_row(doc_id, block_id, context, qa, fin_legal="answer" in qa))
+            try:
+                qas.append(_qa_row(doc_id, block_id, context, qa, fin_legal="answer" in qa))
+            except BadField as exc:
+                yield Quarantined("aihub", origin, f"{record} paragraphs[{j}].qas[{k}] question_id={qa.get('question_id')}",
+                                  exc.field, str(exc))
     if not blocks:
         yield Quarantined("aihub", origin, record, "paragraphs", "document has no usable paragraph")
         return

@@ -13,22 +13,13 @@ from typing import Iterator
 import lxml.etree
 
 from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
-from finhallu.tasks.sources.tables import grid_to_markdown
+from finhallu.tasks.sources.encoding import decode_bytes
+from finhallu.tasks.sources.tables import grid_to_markdown, span
 
 _CELL_TAGS = {"TD", "TH", "TU", "TE"}
 _UNIT_RE = re.compile(r"^\(?\s*단위\s*[:：]")
 _BARE_AMP = re.compile(r"&(?!(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9._-]*);)")
 _BARE_LT = re.compile(r"<(?!/?[A-Za-z]|!|\?)")
-
-
-def decode_bytes(data: bytes) -> tuple[str, str]:
-    """Sniff the real encoding: strict UTF-8 first, then the Korean code pages."""
-    for enc in ("utf-8-sig", "cp949", "euc-kr"):
-        try:
-            return data.decode(enc), enc
-        except UnicodeDecodeError:
-            continue
-    raise UnicodeDecodeError("dart", data[:1], 0, 1, "neither UTF-8 nor cp949/euc-kr")
 
 
 def _text(el) -> str:
@@ -38,7 +29,7 @@ def _text(el) -> str:
 def _table_md(table) -> str:
     rows = []
     for tr in table.iter("TR"):
-        rows.append([(_text(c), int(c.get("ROWSPAN", 1) or 1), int(c.get("COLSPAN", 1) or 1))
+        rows.append([(_text(c), span(c.get("ROWSPAN")), span(c.get("COLSPAN")))
                      for c in tr if isinstance(c.tag, str) and c.tag in _CELL_TAGS])
     return grid_to_markdown(rows)
 
@@ -46,7 +37,7 @@ def _table_md(table) -> str:
 @register_source("dart", patterns=("*.xml", "*.xhml"))
 def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     try:
-        text, encoding = decode_bytes(path.read_bytes())
+        text, encoding = decode_bytes(path.read_bytes(), ("utf-8", "cp949", "euc-kr"))
     except UnicodeDecodeError as exc:
         yield Quarantined("dart", str(path), None, None, f"unknown encoding: {exc}")
         return
@@ -126,6 +117,9 @@ def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     if not blocks:
         yield Quarantined("dart", str(path), None, "BODY", "document has no text")
         return
+    if not re.search(r"</DOCUMENT>\s*$", text[-2000:]):
+        yield Quarantined("dart", str(path), doc_id, "file", "the file ends before </DOCUMENT> (truncated?): "
+                          "the document was loaded from the part that is there")
     yield LoadedDoc(
         doc_id=doc_id,
         source="dart",

@@ -15,7 +15,8 @@ import lxml.etree
 import lxml.html
 
 from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
-from finhallu.tasks.sources.tables import grid_to_markdown
+from finhallu.tasks.sources.encoding import decode_bytes
+from finhallu.tasks.sources.tables import grid_to_markdown, span
 
 ITEM_RE = re.compile(
     # "(T)": smaller reporting companies' "Item 9A(T)" (2008-2010 filings).
@@ -25,6 +26,7 @@ ITEM_RE = re.compile(
 ITEM_ORDER = ["1", "1A", "1B", "1C", "2", "3", "4", "5", "6", "7", "7A", "8", "9", "9A", "9B", "9C",
               "10", "11", "12", "13", "14", "15", "16"]
 _BLOCK_TAGS = {"p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "table", "pre", "center", "font", "br"}
+_HTML_END = re.compile(r"</html\s*>", re.IGNORECASE)
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 
 
@@ -35,7 +37,7 @@ def _text(el) -> str:
 def _table_markdown(table) -> str:
     rows = []
     for tr in table.iter("tr"):
-        cells = [(_text(td), int(td.get("rowspan", 1) or 1), int(td.get("colspan", 1) or 1))
+        cells = [(_text(td), span(td.get("rowspan")), span(td.get("colspan")))
                  for td in tr if td.tag in ("td", "th")]
         rows.append(cells)
     md = grid_to_markdown(rows)
@@ -153,8 +155,12 @@ def split_items(blocks: list[tuple[str, str]]) -> list[tuple[str, str, list[tupl
 
 @register_source("sec10k", patterns=("*.htm", "*.html", "*.xhtml"))
 def load_10k(path: Path) -> Iterator[LoadedDoc | Quarantined]:
+    data = path.read_bytes()
     try:
-        raw = path.read_bytes().decode("utf-8", errors="replace")
+        raw, _ = decode_bytes(data, ("utf-8", "cp1252"))
+    except UnicodeDecodeError:
+        raw = data.decode("utf-8", errors="replace")  # a few undefined cp1252 bytes: keep the filing
+    try:
         root = lxml.html.fromstring(raw.encode("utf-8"))
     except (lxml.etree.ParserError, ValueError) as exc:
         yield Quarantined("sec10k", str(path), None, None, f"cannot parse HTML: {exc}")
@@ -176,6 +182,9 @@ def load_10k(path: Path) -> Iterator[LoadedDoc | Quarantined]:
         section = f"Item {item}. " + re.sub(r"^\s*item\s*\w+(?:\s*\(T\))?\s*[.:\-–—]?\s*", "", heading, flags=re.IGNORECASE)[:120]
         for j, (kind, text) in enumerate(item_blocks):
             blocks.append(Block(f"{doc_id}-item{item}-{j + 1}", section.strip(), kind, text))
+    if not _HTML_END.search(raw[-4000:]):
+        yield Quarantined("sec10k", str(path), doc_id, "file", "the file ends before </html> (truncated?): "
+                          "the document was loaded from the part that is there")
     yield LoadedDoc(
         doc_id=doc_id,
         source="sec10k",
