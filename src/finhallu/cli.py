@@ -70,7 +70,39 @@ def prefect_api(home: Path):
             api.release()
 
 
+def _validation_line(err: dict) -> str:
+    where = ".".join(str(p) for p in err["loc"]) or "profile"
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown setting"
+    got = "" if isinstance(err["input"], (dict, list)) else f" (got {err['input']!r})"
+    return f"{where}: {err['msg']}{got}"
+
+
+def config_problem(profile: str, sets: list[str] | None) -> str | None:
+    """What is wrong with a profile and its `--set` overrides, in one line; None when it validates.
+    Checked before any work starts (no API server, no lock, no stage)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from finhallu.config import load_config, merge_dicts, parse_override
+
+    try:
+        overrides: dict = {}
+        for expr in sets or []:
+            overrides = merge_dicts(overrides, parse_override(expr))
+        load_config(profile, overrides or None)
+    except ValidationError as exc:
+        return "; ".join(_validation_line(e) for e in exc.errors())
+    except (FileNotFoundError, ValueError, yaml.YAMLError) as exc:
+        return " ".join(str(exc).split())
+    return None
+
+
 def cmd_build(args) -> int:
+    problem = config_problem(args.profile, args.set)
+    if problem:
+        print(f"finhallu {args.command}: bad configuration: {problem}", file=sys.stderr)
+        return 2
     with prefect_api(_home(args)) as ready:
         return _build(args, ready)
 

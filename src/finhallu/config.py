@@ -46,7 +46,7 @@ class IngestConfig(_Section):
 
 
 class ChunkConfig(_Section):
-    max_tokens: int = 1000
+    max_tokens: int = Field(1000, ge=16)  # a chunk holds at least a sentence's worth of tokens
     # approx (offline XLM-R estimate) | kure (KURE-v1's tokenizer.json from $FINHALLU_KURE_PATH or the
     # local HF cache) | hf:<path> (any local tokenizer.json or folder holding one). See tasks/tokenize.py.
     tokenizer: str = Field(default="approx", pattern=r"^(approx|kure|hf:.+)$")
@@ -56,24 +56,30 @@ class EmbedConfig(_Section):
     # A registered embedder (tasks/embedders/): hashing | sentence_transformers | kure | minilm | hybrid
     backend: str = "hashing"
     # hashing
-    dim: int = 2048
-    char_ngrams: list[int] = Field(default_factory=lambda: [2, 3])
+    dim: int = Field(2048, ge=2)
+    char_ngrams: list[int] = Field(default_factory=lambda: [2, 3], min_length=1)
     hashing_version: Literal[1, 2] = 2  # v1 = the original features (kept byte-identical); v2 see embedders/hashing.py
     # sentence_transformers / kure / minilm: hub id (found in the local HF cache, never downloaded)
     # or local folder; None = the backend's default (nlpai-lab/KURE-v1; minilm: all-MiniLM-L6-v2)
     model: str | None = None
     device: str = "cpu"  # cpu | cuda | mps | auto
-    batch_size: int = 32
-    max_seq_length: int | None = None
+    batch_size: int = Field(32, ge=1)
+    max_seq_length: int | None = Field(None, ge=8)
     query_prefix: str = ""
     passage_prefix: str = ""
     # hybrid: dense backend (any of the above but hybrid) fused with BM25 over Kiwi morphemes
     dense: str = "hashing"
     fusion: Literal["sum", "rrf"] = "sum"
     fusion_weight: float = Field(default=0.5, ge=0.0, le=1.0)  # dense share of the normalized score sum
-    rrf_k: int = 60
-    bm25_k1: float = 1.5
-    bm25_b: float = 0.75
+    rrf_k: int = Field(60, ge=1)
+    bm25_k1: float = Field(1.5, ge=0.0)
+    bm25_b: float = Field(0.75, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _ngrams_positive(self) -> "EmbedConfig":
+        if any(n < 1 for n in self.char_ngrams):
+            raise ValueError(f"embed.char_ngrams must be positive sizes, got {self.char_ngrams}")
+        return self
 
 
 class SeedGeneratorConfig(_Section):
@@ -134,11 +140,11 @@ class SeedQAConfig(_Section):
 
 
 class RetrieveConfig(_Section):
-    top_k: int = 10
-    candidate_pool: int = 40
+    top_k: int = Field(10, ge=1)
+    candidate_pool: int = Field(40, ge=1)
     # Step 2 (answerability): a candidate still "covers" the clue if this share of the
     # clue's content words occurs in it; such passages are not hard negatives.
-    max_clue_coverage: float = 0.6
+    max_clue_coverage: float = Field(0.6, ge=0.0, le=1.0)
     # FAISS index (finhallu.tasks.index). `auto`: exact IndexFlatIP below `ann_threshold`
     # passages, `ann_kind` at or above it; `flat`/`ivf`/`hnsw` force a kind at any size.
     index_kind: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
@@ -153,6 +159,12 @@ class RetrieveConfig(_Section):
     hnsw_ef_construction: int = Field(80, ge=1)
     hnsw_ef_search: int = Field(128, ge=1)
     index_seed: int = 1234  # k-means (IVF) and level generator (HNSW) seed
+
+    @model_validator(mode="after")
+    def _pool_holds_top_k(self) -> "RetrieveConfig":
+        if self.candidate_pool < self.top_k:
+            raise ValueError(f"retrieve.candidate_pool ({self.candidate_pool}) is smaller than top_k ({self.top_k})")
+        return self
 
 
 class DialogueConfig(_Section):
@@ -171,11 +183,11 @@ class DialogueConfig(_Section):
 
 class DialogueQCConfig(_Section):
     # Thresholds on the judge's scores (K-FinHallu Table 7); a dialogue below any is dropped.
-    min_answerability: float = 1.0
-    min_plausibility: int = 2
-    min_correctness: float = 1.0
-    min_diversity: int = 2
-    min_coherency: int = 2
+    min_answerability: float = Field(1.0, ge=0.0, le=1.0)  # shares of turns
+    min_plausibility: int = Field(2, ge=1, le=3)  # 1-3 scales
+    min_correctness: float = Field(1.0, ge=0.0, le=1.0)
+    min_diversity: int = Field(2, ge=1, le=3)
+    min_coherency: int = Field(2, ge=1, le=3)
 
 
 class InjectConfig(_Section):
@@ -200,10 +212,10 @@ class InjectConfig(_Section):
 
 
 class InjectionQCConfig(_Section):
-    min_naturalness: int = 2
-    min_appropriateness: int = 2
+    min_naturalness: int = Field(2, ge=1, le=3)
+    min_appropriateness: int = Field(2, ge=1, le=3)
     # Minimal-edit subtypes whose edit changes more words than this are rated less appropriate.
-    max_minimal_edit_words: int = 4
+    max_minimal_edit_words: int = Field(4, ge=1)
     # Every injected response and its faithful counterpart are re-checked by the label verifier
     # (operation verify_sample, role label_verifier); a pair either side of which fails is dropped.
     verify_labels: bool = True
@@ -227,14 +239,20 @@ class MetricsConfig(_Section):
     confidence: float = Field(0.95, gt=0.0, lt=1.0)
     # threshold sweep over detector scores; the best threshold (by `threshold_metric`) is chosen on the
     # first of `threshold_tune_splits` present and applied to `threshold_apply_split`
-    sweep_min: float = 0.05
-    sweep_max: float = 0.95
-    sweep_step: float = Field(0.05, gt=0.0)
+    sweep_min: float = Field(0.05, ge=0.0, le=1.0)
+    sweep_max: float = Field(0.95, ge=0.0, le=1.0)
+    sweep_step: float = Field(0.05, gt=0.0, le=1.0)
     threshold_metric: Literal["f1", "accuracy", "precision", "recall"] = "f1"
     threshold_tune_splits: list[str] = Field(default_factory=lambda: ["valid", "train"])
     threshold_apply_split: str = "test"
     # [baseline, condition] detector pairs scored as helped/hurt/net (e.g. without vs with extra evidence)
     condition_pairs: list[tuple[str, str]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _sweep_range(self) -> "MetricsConfig":
+        if self.sweep_min > self.sweep_max:
+            raise ValueError(f"metrics.sweep_min ({self.sweep_min}) exceeds sweep_max ({self.sweep_max})")
+        return self
 
 
 class ReportConfig(_Section):
