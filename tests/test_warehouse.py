@@ -87,3 +87,52 @@ def test_home_lock_refuses_second_holder(tmp_path):
                 pass
     with HomeLock(tmp_path, {"build_id": "third"}):
         assert Path(tmp_path, ".build.lock").exists() and os.getpid() > 0
+
+
+def test_a_moved_home_is_repointed_on_connect(tmp_path):
+    from finhallu.warehouse import connect_readonly
+
+    home = tmp_path / "home"
+    store = TableStore(home)
+    cat = Catalog(home)
+    store.set_current([_pub(store, "t", pl.DataFrame({"k": [1, 2]}))])
+    cat.record_build({"build_id": "b1", "status": "succeeded"})
+    cat.refresh_views()
+    moved = tmp_path / "moved"
+    home.rename(moved)
+    stale = duckdb.connect(str(moved / "warehouse.duckdb"), read_only=True)
+    with pytest.raises(duckdb.Error):  # the views still name the old home
+        stale.execute("SELECT count(*) FROM t").fetchone()
+    stale.close()
+    con = connect_readonly(moved)
+    try:
+        assert con.execute("SELECT sum(k) FROM t").fetchone()[0] == 3
+        assert con.execute("SELECT count(*) FROM t_all").fetchone()[0] == 2
+        assert con.execute("SELECT status FROM builds").fetchone()[0] == "succeeded"
+    finally:
+        con.close()
+    # and from now on plain duckdb opens it too
+    plain = duckdb.connect(str(moved / "warehouse.duckdb"), read_only=True)
+    assert plain.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+    plain.close()
+
+
+def test_recover_marks_dead_builds_and_sweeps_dead_writers_temp_files(tmp_path):
+    import subprocess
+    import sys
+
+    cat = Catalog(tmp_path)
+    cat.record_build({"build_id": "b-killed", "status": "running", "started_at": "2026-01-01T00:00:00Z"})
+    cat.record_build({"build_id": "b-done", "status": "succeeded", "started_at": "2026-01-01T01:00:00Z"})
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)  # that process has exited
+    dead = tmp_path / f".warehouse.{dead_pid}.{'a' * 32}.duckdb"
+    legacy = tmp_path / f".warehouse.{'b' * 32}.duckdb"  # written before temp names carried a pid
+    live = tmp_path / f".warehouse.{os.getpid()}.{'c' * 32}.duckdb"  # a refresh in flight
+    for f in (dead, legacy, live):
+        f.write_bytes(b"x")
+    out = cat.recover()
+    assert out["interrupted"] == ["b-killed"]
+    status = {b["build_id"]: b["status"] for b in cat.builds()}
+    assert status == {"b-killed": "interrupted", "b-done": "succeeded"}
+    assert not dead.exists() and not legacy.exists() and live.exists()

@@ -132,7 +132,7 @@ def run_build(profile: str, home: str | Path, overrides: dict | None = None, wai
     started = utc_now()
     t0 = time.perf_counter()
     with HomeLock(home, {"build_id": build_id, "started_at": started}, wait_s=wait_s):
-        catalog.store.sweep()
+        catalog.recover()
         record = {"build_id": build_id, "profile": cfg.profile, "status": "running", "started_at": started,
                   "config_hash": cfg.hash(), "seed": cfg.seed}
         catalog.record_build(record)

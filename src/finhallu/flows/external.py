@@ -96,7 +96,7 @@ def run_eval_external(home: str | Path, fmt: str, path: str | Path, detectors: l
     build_id = "ext-" + new_build_id()
     catalog = Catalog(home)
     with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
-        catalog.store.sweep()
+        catalog.recover()
         samples = _publish(catalog, "external_samples", frame, [], build_id)
         stats = _publish(catalog, "dataset_stats", dataset_stats_of(frame), [samples], build_id)
         with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):

@@ -2,12 +2,17 @@
 
 The file is written fresh under a temp name and renamed over `warehouse.duckdb`, so an
 analyst holding it open read-only never blocks a publish and never sees a half-built catalog.
+
+Views name their Parquet/JSON files by absolute path, so the file opens from any directory
+(`duckdb -readonly <home>/warehouse.duckdb`). The catalog also records the home it was written
+for; a home that was moved is re-pointed by the next `connect_readonly` or finhallu command.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -162,9 +167,11 @@ class Catalog:
         stmts.append(_json_view("dq_results", self.dq_dir, DQ_COLUMNS))
         stmts.append(_json_view("builds", self.builds_dir, BUILD_COLUMNS))
         stmts.append(_json_view("llm_calls", self.llm_dir, LLM_CALL_COLUMNS))
+        stmts.append(f"CREATE VIEW {HOME_VIEW} AS SELECT {_sql_str(str(self.home.resolve()))} AS home")
 
         self.home.mkdir(parents=True, exist_ok=True)
-        tmp = self.home / f".warehouse.{uuid.uuid4().hex}.duckdb"
+        # The writer's pid in the name: a sweep removes only temp files of processes that are gone.
+        tmp = self.home / f".warehouse.{os.getpid()}.{uuid.uuid4().hex}.duckdb"
         con = duckdb.connect()
         try:
             # An older storage format keeps the file readable by the `duckdb` CLI analysts have
@@ -183,6 +190,57 @@ class Catalog:
         os.replace(tmp, self.db_path)
         return self.db_path
 
+    # ---- recovery after a killed build (call under the home lock) ------------------------
+    def recover(self) -> dict[str, list[str]]:
+        """Sweep debris of killed processes: unpublished table versions and temp dirs, catalog temp
+        files whose writer is gone, and build records still `running` (no build runs while the
+        caller holds the lock) — those are marked `interrupted`."""
+        swept = self.store.sweep()
+        for tmp in self.home.glob(".warehouse.*.duckdb*"):
+            m = _TMP_NAME.match(tmp.name)
+            if not (m and m.group(1) and _alive(int(m.group(1)))):
+                tmp.unlink(missing_ok=True)
+                swept.append(str(tmp))
+        interrupted = []
+        for build in self.builds():
+            if build.get("status") == "running":
+                build.update(status="interrupted", finished_at=utc_now(),
+                             message="the build process ended without recording an outcome (killed or crashed)")
+                self.record_build(build)
+                interrupted.append(build["build_id"])
+        return {"swept": swept, "interrupted": interrupted}
+
+    def points_here(self) -> bool:
+        """Whether the catalog's views name this home's files (false after the home was moved)."""
+        if not self.db_path.exists():
+            return True
+        con = duckdb.connect(str(self.db_path), read_only=True)
+        try:
+            row = con.execute(f"SELECT home FROM {HOME_VIEW}").fetchone()
+        except duckdb.Error:
+            return False  # written before the catalog recorded its home
+        finally:
+            con.close()
+        return bool(row) and row[0] == str(self.home.resolve())
+
+
+HOME_VIEW = "_finhallu_home"
+_TMP_NAME = re.compile(r"^\.warehouse\.(?:(\d+)\.)?[0-9a-f]{32}\.duckdb")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
 
 def connect_readonly(home: Path) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(str(Path(home) / "warehouse.duckdb"), read_only=True)
+    """A read-only connection to a home's catalog, re-pointed first if the home was moved."""
+    catalog = Catalog(Path(home))
+    if catalog.store.catalog_dir.exists() and not catalog.points_here():
+        catalog.refresh_views()
+    return duckdb.connect(str(catalog.db_path), read_only=True)
