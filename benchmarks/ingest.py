@@ -40,6 +40,30 @@ def run_case(kind: str, paths: list) -> tuple[float, int, float, float, int]:
     return size / 1e6, out["documents"].height, t1 - t0, t2 - t1, passages.height
 
 
+_SYMBOL_ONLY = {"$", "%", ")", "%)", "($"}
+
+
+def table_quality(documents) -> tuple[int, int, int, int]:
+    """(tables, with a symbol-only cell, with a value column under an empty header, with either):
+    the two symptoms of columns shifted off their periods."""
+    from finhallu.tasks.sources.filing_tables import is_value
+    from finhallu.tasks.sources.tables import parse_markdown_table
+
+    tables = symbols = unlabelled = shifted = 0
+    for blocks in documents["blocks"].to_list():
+        for b in blocks:
+            if b["kind"] != "table":
+                continue
+            header, body = parse_markdown_table("\n".join(ln for ln in b["text"].splitlines() if ln.startswith("|")))
+            if not header:
+                continue
+            tables += 1
+            sym = any(c.strip() in _SYMBOL_ONLY for row in body for c in row)
+            unl = any(j >= len(header) or (not header[j] and is_value(row[j])) for row in body for j in range(1, len(row)))
+            symbols, unlabelled, shifted = symbols + sym, unlabelled + unl, shifted + (sym or unl)
+    return tables, symbols, unlabelled, shifted
+
+
 def main() -> None:
     # Warm the lazy parts once (Kiwi, lxml) so per-source numbers measure throughput, not start-up.
     from finhallu.text.sentences import split_korean
@@ -55,6 +79,12 @@ def main() -> None:
         mb, docs, parse_s, chunk_s, n = run_case(kind, paths)
         total = parse_s + chunk_s
         print(f"{label:<22}{mb:8.2f}{docs:6d}{parse_s:9.3f}{chunk_s:9.3f}{mb / total:9.2f}{n:10d}{n / total:12.0f}")
+        if kind == "sec10k":
+            cfg = IngestConfig(sources=[SourceConfig(kind=kind, paths=[str(p) for p in paths])])
+            docs_df = ingest.run({}, StageContext(stage="ingest", config=cfg, seed=1))["documents"]
+            tables, symbols, unlabelled, shifted = table_quality(docs_df)
+            print(f"{'':<22}tables {tables}: {symbols} with a symbol-only cell, {unlabelled} with a value outside "
+                  f"a headed column; {shifted} ({shifted / max(tables, 1):.0%}) show a shift")
 
 
 if __name__ == "__main__":

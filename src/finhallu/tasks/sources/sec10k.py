@@ -16,7 +16,8 @@ import lxml.html
 
 from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
 from finhallu.tasks.sources.encoding import decode_bytes
-from finhallu.tasks.sources.tables import grid_to_markdown, span
+from finhallu.tasks.sources.filing_tables import to_markdown as filing_table_markdown
+from finhallu.tasks.sources.tables import span
 
 ITEM_RE = re.compile(
     # "(T)": smaller reporting companies' "Item 9A(T)" (2008-2010 filings).
@@ -31,21 +32,16 @@ _MONTHS = "January|February|March|April|May|June|July|August|September|October|N
 
 
 def _text(el) -> str:
+    for br in el.iter("br"):  # "September 28,<br>2024" reads as two words
+        br.tail = " " + (br.tail or "")
     return re.sub(r"\s+", " ", el.text_content() or "").strip()
 
 
 def _table_markdown(table) -> str:
-    rows = []
-    for tr in table.iter("tr"):
-        cells = [(_text(td), span(td.get("rowspan")), span(td.get("colspan")))
-                 for td in tr if td.tag in ("td", "th")]
-        rows.append(cells)
-    md = grid_to_markdown(rows)
-    # 10-K tables split "$" and ")" into cells of their own; merge them back into the number.
-    md = re.sub(r"\|\s*\$\s*\|\s*", "| $", md)
-    md = re.sub(r"\s*\|\s*\)\s*(?=\|)", ")", md)
-    md = re.sub(r"\|\s*%\s*(?=\|)", "", md)
-    return md
+    rows = [[(_text(td), span(td.get("rowspan")), span(td.get("colspan"))) for td in tr if td.tag in ("td", "th")]
+            for tr in table.iter("tr")]
+    md, unit = filing_table_markdown(rows)
+    return f"({unit.strip('()')})\n{md}" if md and unit else md
 
 
 def _has_block_child(el) -> bool:

@@ -1,0 +1,86 @@
+"""10-K tables read on the HTML grid: currency, percent and parenthesis cells merge into their value
+and every value sits under its own period (shared real filings, plus hostile layouts)."""
+
+from pathlib import Path
+
+import pytest
+
+from finhallu.tasks.sources.filing_tables import to_markdown
+from finhallu.tasks.sources.sec10k import load_10k
+from finhallu.tasks.sources.tables import parse_markdown_table
+
+
+def _tables(path: Path) -> list[tuple[list[str], list[list[str]]]]:
+    doc = next(d for d in load_10k(path) if hasattr(d, "blocks"))
+    out = []
+    for b in doc.blocks:
+        if b.kind == "table":
+            md = "\n".join(ln for ln in b.text.splitlines() if ln.startswith("|"))
+            out.append(parse_markdown_table(md))
+    return out
+
+
+def _row(tables, label: str, must_have: str) -> dict[str, str]:
+    """{column header: value} of the first row called `label` in a table whose headers mention `must_have`."""
+    for header, body in tables:
+        if not any(must_have in h for h in header):
+            continue
+        for row in body:
+            if row[0] == label:
+                assert len(row) == len(header), (header, row)
+                return dict(zip(header[1:], row[1:]))
+    raise AssertionError(f"no row {label!r} under a header with {must_have!r}")
+
+
+def _fixture(real_data, name: str) -> Path:
+    path = real_data / "sec10k" / "html" / name
+    if not path.exists():
+        pytest.skip(f"{path} is not in this checkout's shared data")
+    return path
+
+
+def test_apple_net_sales_under_their_fiscal_years(real_data):
+    tables = _tables(_fixture(real_data, "aapl-10-k-2024-11-01.html"))
+    by_region = _row(tables, "Total net sales", "Change")
+    assert by_region == {"2024": "$391,035", "Change": "2%", "2023": "$383,285", "2022": "$394,328"} or (
+        [v for k, v in by_region.items() if k != "Change"] == ["$391,035", "$383,285", "$394,328"])
+    statement = _row(tables, "Net income", "September 28, 2024")
+    years = {k[-4:]: v for k, v in statement.items()}
+    assert years == {"2024": "$93,736", "2023": "$96,995", "2022": "$99,803"}
+    other = _row(tables, "Other income/(expense), net", "September 28, 2024")
+    assert [v for v in other.values()] == ["269", "(565)", "(334)"]
+
+
+def test_nvidia_income_statement_aligned(real_data):
+    tables = _tables(_fixture(real_data, "nvda-10-k-2025-02-26.html"))
+    revenue = _row(tables, "Revenue", "Jan 29, 2023")
+    assert {k[-12:]: v for k, v in revenue.items()} == {
+        "Jan 26, 2025": "$130,497", "Jan 28, 2024": "$60,922", "Jan 29, 2023": "$26,974"}
+    summary = _row(tables, "Net income", "Change")
+    assert list(summary.values()) == ["$72,880", "$29,760", "Up 145%"]
+
+
+def test_right_aligned_values_find_their_header(real_data):
+    tables = _tables(_fixture(real_data, "parity_gate_10-K_0001193125-10-073212.html"))
+    row = _row(tables, "Net income (loss)", "2008")
+    assert [k[-4:] for k in row] == ["2009", "2008"] and list(row.values()) == ["$4,073", "(3,401)"]
+
+
+def test_symbol_cells_merge_and_spacers_go():
+    def cell(text, colspan=1):
+        return (text, 1, colspan)
+
+    rows = [
+        [cell(""), cell("Year ended", 12)],
+        [cell(""), cell("2024", 3), cell(""), cell("2023", 3), cell(""), cell("% Change", 3)],
+        [cell("(in millions)", 13)],
+        [cell("Net income (loss)"), cell("$"), cell("(2,722"), cell(")"), cell(""), cell("$"), cell("30,425"),
+         cell(""), cell(""), cell("(109"), cell(")%"), cell("")],
+        [cell("Revenue"), cell("1,200", 2), cell(""), cell(""), cell("900", 2), cell(""), cell(""), cell("33"),
+         cell("%"), cell("")],
+    ]
+    md, unit = to_markdown(rows)
+    header, body = parse_markdown_table(md)
+    assert unit == "(in millions)"
+    assert header == ["", "Year ended 2024", "Year ended 2023", "Year ended % Change"]
+    assert body == [["Net income (loss)", "$(2,722)", "$30,425", "(109)%"], ["Revenue", "1,200", "900", "33%"]]
