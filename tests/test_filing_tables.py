@@ -84,3 +84,34 @@ def test_symbol_cells_merge_and_spacers_go():
     assert unit == "(in millions)"
     assert header == ["", "Year ended 2024", "Year ended 2023", "Year ended % Change"]
     assert body == [["Net income (loss)", "$(2,722)", "$30,425", "(109)%"], ["Revenue", "1,200", "900", "33%"]]
+
+
+def test_page_furniture_is_removed_and_cut_sentences_rejoined():
+    from finhallu.tasks.sources.furniture import strip_furniture
+
+    blocks = [("text", "ACME CORP AND SUBSIDIARIES")] + [
+        ("text", "Revenue grew because customers bought more widgets in the"), ("text", "23"),
+        ("text", "Table of Contents"), ("text", "ACME CORP AND SUBSIDIARIES"),
+        ("text", "fourth quarter than a year before."), ("table", "| a | b |\n| --- | --- |\n| x | 1 |"),
+        ("text", "- 24 -"), ("text", "F-3"), ("text", "(Continued)"), ("text", "Not applicable."),
+    ] + [("text", "ACME CORP AND SUBSIDIARIES"), ("text", "Page 7")] * 4
+    out = strip_furniture(blocks)
+    texts = [t for k, t in out if k == "text"]
+    assert texts == ["ACME CORP AND SUBSIDIARIES",
+                     "Revenue grew because customers bought more widgets in the fourth quarter than a year before.",
+                     "Not applicable."]
+    assert ("table", "| a | b |\n| --- | --- |\n| x | 1 |") in out
+
+
+@pytest.mark.parametrize("name", ["nvda-10-k-2025-02-26.html", "parity_gate_10-K_0001193125-10-073212.html",
+                                  "aapl-10-k-2024-11-01.html"])
+def test_no_passage_of_a_real_filing_is_page_furniture(real_data, name):
+    from collections import Counter
+
+    from finhallu.tasks.sources.furniture import is_furniture
+
+    doc = next(d for d in load_10k(_fixture(real_data, name)) if hasattr(d, "blocks"))
+    texts = [b.text.strip() for b in doc.blocks if b.kind == "text"]
+    assert not [t for t in texts if is_furniture(t)]
+    repeats = Counter(t for t in texts if len(t) <= 80 and not t.endswith((".", ":")))
+    assert max(repeats.values(), default=0) < 5, repeats.most_common(3)

@@ -16,6 +16,7 @@ import lxml.html
 
 from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
 from finhallu.tasks.sources.encoding import decode_bytes
+from finhallu.tasks.sources.furniture import strip_furniture
 from finhallu.tasks.sources.filing_tables import to_markdown as filing_table_markdown
 from finhallu.tasks.sources.tables import span
 
@@ -165,7 +166,7 @@ def load_10k(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     for hidden in root.xpath("//*[local-name()='header']"):
         hidden.getparent().remove(hidden)
     body = root.find("body") if root.find("body") is not None else root
-    items = split_items(_blocks(body))
+    items = split_items(strip_furniture(_blocks(body)))
     if not items:
         yield Quarantined("sec10k", str(path), None, "Item headings", "no 10-K Item headings found")
         return
