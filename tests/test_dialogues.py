@@ -298,3 +298,120 @@ def test_a_related_document_change_is_a_soft_transition():
                   answer="2천만 원", doc="C")
     s, failures = _judge(turns)
     assert s.coherency == 2 and failures == [] and any("moves to another document" in r for r in s.reasons)
+
+
+# --- user side: history-dependent follow-ups, no re-asked facts, one language, grammatical reconfirms ---
+
+from finhallu.tasks.dialogues import said_before  # noqa: E402
+
+
+def test_filing_lookups_become_elliptical_follow_ups():
+    prev = "한강금융지주의 제12기(2024년) 금융투자 부문의 영업수익은 얼마입니까?"
+    out = {rewrite_query("한강금융지주의 제12기(2024년) 카드 부문의 영업수익은 얼마입니까?", prev, "ko", s).text
+           for s in range(6)}
+    assert all(o.endswith("카드 부문의 영업수익은요?") and "한강금융지주" not in o for o in out), out
+    # the period the dialogue named goes with its "기준", the company after it too; the item never
+    q = rewrite_query("제12기말(2024년) 기준 한강금융지주 금융투자 부문의 영업수익 규모가 어떻게 되나요?",
+                      "제12기말(2024년) 기준 한강금융지주 기업대출 규모가 어떻게 되나요?", "ko", 1).text
+    assert q == "금융투자 부문의 영업수익 규모가 어떻게 되나요?"
+    # another period is kept
+    assert "제11기(2023년)" in rewrite_query("한강금융지주의 제11기(2023년) 자본총계는 얼마입니까?", prev, "ko", 1).text
+
+
+def test_english_follow_ups_refer_to_the_company_and_year():
+    prev = "What was Hanriver Bancorp, Inc.'s Total capital (Ratio) for fiscal 2023?"
+    same_year = {rewrite_query("What was Hanriver Bancorp, Inc.'s Loans, net for fiscal 2023?", prev, "en", s).text
+                 for s in range(8)}
+    assert all("Hanriver" not in q and "2023" not in q and "loans, net" in q for q in same_year), same_year
+    other_year = rewrite_query("How much did Hanriver Bancorp, Inc. report as Total liabilities for fiscal 2024?",
+                               prev, "en", 3).text
+    assert "Hanriver" not in other_year and "2024" in other_year and re.search(r"\b(its?|they)\b", other_year)
+    # another company: no pronoun that would point at the wrong one
+    assert "Acme" in rewrite_query("What was Acme Corp's Net income for fiscal 2023?", prev, "en", 1).text
+
+
+@pytest.mark.parametrize("question,previous,expected", [
+    ("예금자 본인이 아닌 대리인도 예금보험금을 청구할 수 있나요?", "예금보험금은 언제까지 청구하나요?", "그걸 청구할"),
+    ("현금서비스는 신용등급에 영향을 주나요?", "현금서비스 수수료율은 얼마인가요?", "그건 신용등급에"),
+])
+def test_korean_coreference_replaces_the_established_noun(question, previous, expected):
+    assert expected in rewrite_query(question, previous, "ko", 1).text
+
+
+def test_no_pro_form_for_a_light_verb_object_or_a_clause_subject():
+    q = rewrite_query("은행에서 가입한 양도성예금증서(CD)도 예금자보호를 받나요?", "예금자보호 한도는 얼마인가요?", "ko", 1).text
+    assert "그걸" not in q and "예금자보호를 받" in q
+    q = rewrite_query("저축은행이 영업정지되면 가지급금 한도는 얼마인가요?", "저축은행 영업정지 때 먼저 주는 돈은?", "ko", 1).text
+    assert q.startswith("저축은행이")
+
+
+def test_connectors_only_open_topic_shifts():
+    same = [rewrite_query("예금보험금 청구권은 몇 년 동안 행사하지 않으면 소멸시효가 완성되나요?",
+                          "예금보험금은 어디서 청구하나요?", "ko", s).text for s in range(10)]
+    assert not any(q.startswith(("그럼", "그러면", "추가로", "그리고", "참,")) for q in same), same
+    shift = [rewrite_query("외화예금도 보호 대상인가요?", "주택연금 가입 연령은 몇 세인가요?", "ko", s).text for s in range(20)]
+    assert any(q != "외화예금도 보호 대상인가요?" for q in shift)
+
+
+@pytest.mark.parametrize("question,answer,lang,bad", [
+    ("대출사기범이 계좌 지급정지를 요청하면 어떻게 되나요?", "계좌 지급정지를 요청", "ko", "요청이라고"),
+    ("According to Walt Disney's Form 10-K for fiscal 2024, what was the Net income?", "$359 million", "en",
+     "according walt disney"),
+])
+def test_reconfirms_stay_grammatical(question, answer, lang, bad):
+    for s in range(6):
+        text = reconfirm_query(question, answer, lang, s).text
+        assert bad not in text.lower() and answer in text
+    ko = {reconfirm_query("ISA 서민형 계좌의 비과세 한도는 얼마인가요?", "400만 원", "ko", s).text for s in range(6)}
+    assert all("400만 원이라고" in t for t in ko)
+    en = reconfirm_query("How much did Hanriver Bancorp, Inc. report as Interest income – loans for fiscal 2024?",
+                         "888", "en", 1).text
+    assert "interest income – loans for fiscal 2024 was 888" in en
+
+
+def test_said_before_reads_restated_values_and_yes_no_clues():
+    responses = ["예금보험공사는 한 사람당 100,000,000원까지 예금을 보호해요."]
+    assert said_before("1억 원", None, responses)
+    assert not said_before("5천만 원", None, responses)
+    assert said_before("예", "예금보험공사는 한 사람당 100,000,000원까지 예금을 보호해요.", responses)
+    assert not said_before("예", "외화예금도 보호 대상에 포함됩니다.", responses)
+
+
+def test_write_question_never_asks_a_value_already_said():
+    said = ["보호 한도는 1억 원으로 올라갔어요."]
+    for s in range(10):
+        q = write_question(PA, said, "ko", s)
+        assert q.question and not contains_normalized(said[0], q.answer), q
+
+
+def test_candidates_keep_the_dialogues_language_and_skip_answered_facts():
+    frames = _frames()
+    en = pl.DataFrame([{"seed_id": "e1", "passage_id": "pB", "doc_id": "B", "split": "train", "lang": "en",
+                        "question": "What is the deposit protection limit?", "answer": "100 million won",
+                        "clue_text": "Deposits are protected up to 100 million won.", "qa_kind": "span",
+                        "answerable": True, "source": "aihub"}])
+    seeds = {r["seed_id"]: r for r in pl.concat([frames["qa_seeds"], en]).iter_rows(named=True)}
+    ctx = dialogues._Context(frames["retrievals"], frames["hard_negatives"], top_k=10)
+    by_passage = {"pA": ["s1", "s2", "s3"], "pB": ["b1", "e1"]}
+    doc = frames["documents"].row(0, named=True)  # A, Korean
+    dlg = dialogues._Dialogue(doc, "d", 0)
+    dlg.items.append(dialogues._item(seeds["s3"]))
+    dlg.turns.append({"response": "예금보험금은 지급 공고일부터 5년 안에 청구하셔야 해요."})
+    cands = dialogues._candidates(dlg, seeds, {"A": ["s1", "s2", "s3"]}, by_passage, ctx)
+    assert "b1" in cands and "e1" not in cands  # another document in the dialogue's language only
+    assert "s1" in cands
+    dlg.turns.append({"response": "1인당 100,000,000원까지 보호돼요."})
+    assert "s1" not in dialogues._candidates(dlg, seeds, {"A": ["s1", "s2", "s3"]}, by_passage, ctx)
+
+
+def test_dialogues_never_reask_answered_facts():
+    out = _run(_frames(), dialogues_per_document=6)
+    t = out["turns"].sort("dialogue_id", "turn_index")
+    asked = 0
+    for _, part in t.group_by("dialogue_id"):
+        rows = part.sort("turn_index").to_dicts()
+        for i, r in enumerate(rows):
+            if r["kind"] == "question" and r["answerable"] and i:
+                asked += 1
+                assert not said_before(r["answer"], r["clue_text"], [e["response"] for e in rows[:i]]), r
+    assert asked >= 6

@@ -804,3 +804,79 @@ def test_number_edits_never_make_impossible_dates_or_malformed_numerals():
                 assert not re.search(r"(?<![\d,])\d{2,}천", out.response), out.response
         fab = run("unverifiable", make_view(TWO_SENTENCES), "fabricated_detail", seed)
         assert not re.search(r"(?<![\d,])\d{2,}천", fab.response), fab.response
+
+
+# ---- assignment: type weights, min_per_subtype, target turns -------------------------------------
+from collections import Counter  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from finhallu.config import InjectConfig  # noqa: E402
+from finhallu.tasks.injection import _assign, _feasible  # noqa: E402
+
+TYPES = ["contradictory", "unverifiable", "irrelevance", "false_acceptance", "false_refusal"]
+LEAVES = [("contradictory", "number_error"), ("contradictory", "modifier_change"), ("unverifiable", "fabricated_detail"),
+          ("unverifiable", "subjective_opinion"), ("irrelevance", "off_topic_drift"), ("false_acceptance", None),
+          ("false_refusal", None)]
+
+
+def _items(n: int, leaves=LEAVES):
+    inj = SimpleNamespace(name="rules_a")
+    return [({"dialogue_id": f"d{i:03d}"}, inj, {lf: [] for lf in leaves}) for i in range(n)]
+
+
+def _types(assigned) -> Counter:
+    return Counter(order[0][0] for _, _, order, _ in assigned)
+
+
+def test_assign_honours_type_weights():
+    cfg = InjectConfig(type_weights={"contradictory": 39, "unverifiable": 17.1, "irrelevance": 17.1,
+                                     "false_acceptance": 9.7, "false_refusal": 17.1})
+    got = _types(_assign(_items(200), random.Random(1), 1, cfg.weights()))
+    assert abs(got["contradictory"] - 78) <= 2 and abs(got["false_acceptance"] - 19) <= 2, got
+    balanced = _types(_assign(_items(200), random.Random(1), 1, InjectConfig().weights()))
+    assert max(balanced.values()) - min(balanced.values()) <= 1, balanced
+
+
+def test_unanswerable_share_sets_false_acceptance():
+    got = _types(_assign(_items(200), random.Random(2), 1, InjectConfig(unanswerable_share=0.1).weights()))
+    assert abs(got["false_acceptance"] - 20) <= 1, got
+
+
+def test_assign_keeps_min_per_subtype_under_small_weights_and_drops_zero_weights():
+    weights = InjectConfig(type_weights={"unverifiable": 0.01, "false_refusal": 0}).weights()
+    assigned = _assign(_items(100), random.Random(3), 1, weights)
+    leaves = Counter(order[0] for _, _, order, _ in assigned)
+    assert leaves[("unverifiable", "fabricated_detail")] >= 1 and leaves[("unverifiable", "subjective_opinion")] >= 1
+    assert sum(n for lf, n in leaves.items() if lf[0] == "unverifiable") <= 3
+    assert all(lf[0] != "false_refusal" for _, _, order, _ in assigned for lf in order)
+
+
+@pytest.mark.parametrize("bad", [{"type_weights": {"hallucination": 1}}, {"type_weights": {"contradictory": -1}},
+                                 {"type_weights": {t: 0 for t in TYPES}},
+                                 {"types": ["contradictory"], "unanswerable_share": 0.1}])
+def test_inject_config_rejects_bad_weights(bad):
+    with pytest.raises(ValueError):
+        InjectConfig(**bad)
+
+
+def _dialogue_views(n_turns: int) -> list[TurnView]:
+    views, history = [], []
+    for _ in range(n_turns):
+        v = make_view(DEPOSIT_CLUE, history=list(history))
+        views.append(v)
+        history.append(v.turn)
+    return views
+
+
+def test_feasible_prefers_turns_with_history_and_breaks_ties_at_random():
+    reg = {"false_refusal": SimpleNamespace(prefers=lambda v, sub=None: 1.0)}
+    inj = SimpleNamespace(name="rules_a", registry=reg, cfg=SimpleNamespace(max_minimal_edit_words=4),
+                          rules=lambda v, htype, sub, seed, did: Injected(None, "죄송하지만 답변드리기 어렵습니다.", "refusal"))
+    views = _dialogue_views(6)
+    targets = Counter(_feasible(views, [("false_refusal", None)], inj, f"dlg-{i}")[("false_refusal", None)][0][0]
+                      .turn["turn_index"] for i in range(60))
+    assert targets[1] == 0 and len(targets) >= 4 and max(targets) == 6, targets
+    again = _feasible(views, [("false_refusal", None)], inj, "dlg-7")[("false_refusal", None)][0][0].turn["turn_index"]
+    assert again == _feasible(views, [("false_refusal", None)], inj, "dlg-7")[("false_refusal", None)][0][0].turn["turn_index"]
+    # a one-turn dialogue still gets its turn
+    assert _feasible(views[:1], [("false_refusal", None)], inj, "dlg-x")[("false_refusal", None)][0][0].turn["turn_index"] == 1

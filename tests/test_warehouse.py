@@ -136,3 +136,18 @@ def test_recover_marks_dead_builds_and_sweeps_dead_writers_temp_files(tmp_path):
     status = {b["build_id"]: b["status"] for b in cat.builds()}
     assert status == {"b-killed": "interrupted", "b-done": "succeeded"}
     assert not dead.exists() and not legacy.exists() and live.exists()
+
+
+def test_tables_without_a_current_version_show_their_newest(tmp_path):
+    store = TableStore(tmp_path)
+    cat = Catalog(tmp_path)
+    _pub(store, "documents", pl.DataFrame({"k": [1]}))
+    _pub(store, "documents", pl.DataFrame({"k": [2]}))  # `finhallu stage ingest` twice: no current yet
+    r = _pub(store, "passages", pl.DataFrame({"p": [7]}))
+    store.set_current([r])
+    _pub(store, "passages", pl.DataFrame({"p": [8]}))  # newer, but a full build has not made it current
+    cat.refresh_views()
+    con = duckdb.connect(str(cat.db_path), read_only=True)
+    assert con.execute("SELECT k FROM documents").fetchall() == [(2,)]
+    assert con.execute("SELECT p FROM passages").fetchall() == [(7,)]
+    con.close()

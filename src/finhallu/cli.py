@@ -195,6 +195,7 @@ def _build(args, ready) -> int:
 
 
 def _print_summary(console, home: Path, outcome) -> None:
+    from finhallu.tasks.coverage import coverage_warnings
     from finhallu.warehouse import connect_readonly
 
     con = connect_readonly(home)
@@ -204,6 +205,9 @@ def _print_summary(console, home: Path, outcome) -> None:
         quarantined = con.execute("SELECT count(*) FROM quarantine").fetchone()[0]
         f1 = con.execute("SELECT detector, round(value, 3), round(ci_low, 3), round(ci_high, 3) FROM metrics "
                          "WHERE setting='binary' AND slice='all' AND metric='f1' ORDER BY 1").fetchall()
+        warnings = coverage_warnings(
+            con.execute("SELECT split, source, count(*) FROM samples GROUP BY ALL").fetchall(),
+            con.execute("SELECT split, source, count(*) FROM documents GROUP BY ALL").fetchall())
     finally:
         con.close()
     console.print(f"[green]build {outcome.build_id} succeeded[/green] in {outcome.seconds:.1f}s "
@@ -213,6 +217,8 @@ def _print_summary(console, home: Path, outcome) -> None:
     console.print(f"quarantined inputs: {quarantined}")
     for det, v, lo, hi in f1:
         console.print(f"detector {det}: binary F1 {v} [{lo}, {hi}]")
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
     console.print(f"warehouse: duckdb -readonly {home / 'warehouse.duckdb'}")
     console.print(f"report:    {outcome.report}")
 

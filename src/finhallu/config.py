@@ -33,9 +33,19 @@ class SourceConfig(_Section):
     test_institutions: list[str] | None = None
     valid_institutions: list[str] = Field(default_factory=list)
     default_split: Literal["train", "valid", "test"] = "train"
+    # Institutions in neither list: None = default_split; else a split drawn by a stable hash of the
+    # company (CIK / corp_code for filings, else the institution), with these relative shares, so a
+    # company never moves between splits as the corpus grows. The lists above also take CIKs/corp_codes.
+    split_ratio: dict[Literal["train", "valid", "test"], float] | None = None
+    # Keep only documents of these categories (AI-Hub doc_class.class or the document type), as
+    # K-FinHallu keeps the finance documents; None = all.
+    categories: list[str] | None = None
 
     @model_validator(mode="after")
     def _default_test_split(self) -> "SourceConfig":
+        if self.split_ratio is not None and (any(v < 0 for v in self.split_ratio.values())
+                                             or sum(self.split_ratio.values()) <= 0):
+            raise ValueError("split_ratio shares must be non-negative with a positive sum")
         if self.test_institutions is None:
             self.test_institutions = list(AIHUB_TEST_INSTITUTIONS) if self.kind == "aihub" else []
         return self
@@ -209,6 +219,37 @@ class InjectConfig(_Section):
     # A minimal-edit subtype's output that changes more words than this is passed over for the
     # dialogue's next candidate (the QC judge applies its own limit to what gets through).
     max_minimal_edit_words: int = Field(4, ge=1)
+    # Target share of each type among injected dialogues (relative weights; types left out weigh
+    # 1, a zero weight turns the type off). The demo stays balanced; `paper` sets K-FinHallu's.
+    type_weights: dict[str, float] = Field(default_factory=dict)
+    # Share of unanswerable samples: False Acceptance is the only unanswerable hallucination (its
+    # counterpart a True Refusal), so this fixes its share and the other weights share the rest.
+    unanswerable_share: float | None = Field(None, ge=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _check_weights(self):
+        unknown = sorted(set(self.type_weights) - set(self.types))
+        if unknown:
+            raise ValueError(f"inject.type_weights names types not in inject.types: {unknown}")
+        if any(w < 0 for w in self.type_weights.values()):
+            raise ValueError("inject.type_weights must be non-negative")
+        if sum(self.weights().values()) <= 0:
+            raise ValueError("inject.type_weights must leave some type a positive weight")
+        if self.unanswerable_share is not None and "false_acceptance" not in self.types:
+            raise ValueError("inject.unanswerable_share needs false_acceptance in inject.types")
+        return self
+
+    def weights(self) -> dict[str, float]:
+        """Each type's target share (summing to 1), unanswerable_share applied."""
+        raw = {t: float(self.type_weights.get(t, 1.0)) for t in self.types}
+        share = self.unanswerable_share
+        if share is not None:
+            rest = sum(w for t, w in raw.items() if t != "false_acceptance")
+            if rest <= 0:
+                return {t: float(t == "false_acceptance") for t in raw}
+            raw = {t: (share if t == "false_acceptance" else (1 - share) * w / rest) for t, w in raw.items()}
+        total = sum(raw.values())
+        return {t: w / total for t, w in raw.items()} if total > 0 else raw
 
 
 class InjectionQCConfig(_Section):

@@ -1,14 +1,16 @@
 """dialogues: seeds + retrievals -> faithful multi-turn `dialogues` and `turns` (K-FinHallu §4.2).
 
-Per document: a seed question sampled from its QAs; the user LLM picks each next question among
-unused QAs of the same document or of the top-K passages retrieved for the current question
-(`choose_next_question`), and when none keeps the flow coherent it writes a new question from
-the current passage (`write_question`); past turn 4 a reconfirm turn may ask the assistant to
-verify an earlier statement; every standalone question is rewritten into a context-dependent
-utterance (`rewrite_query`; the standalone form stays the retrieval key). The assistant LLM
-answers from the gold passage and clue only (`answer_turn`); unanswerable questions get a
-refusal (`refuse_turn`) over a context made entirely of hard negatives. Retrieval is fresh per
-turn (top-K, K as the retrieve stage used it). Everything is seeded per document and dialogue.
+Per document: a seed question sampled from its QAs; the dialogue then grows turn by turn. The user
+LLM picks each next question among unused QAs of the same document or of the top-K passages
+retrieved for the current question (`choose_next_question`) — in the dialogue's language, and
+never one whose answer an assistant response already stated — and when none keeps the flow
+coherent it writes a new question from the current passage (`write_question`); past turn 4 a
+reconfirm turn may ask the assistant to verify an earlier statement; every standalone question is
+rewritten into a context-dependent utterance (`rewrite_query`: ellipsis, coreference; the
+standalone form stays the retrieval key). The assistant LLM answers from the gold passage and
+clue only (`answer_turn`); unanswerable questions get a refusal (`refuse_turn`) over a context
+made entirely of hard negatives. Retrieval is fresh per turn (top-K, K as the retrieve stage used
+it). Everything is seeded per document and dialogue.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from finhallu.config import DialogueConfig
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks import questions, responses  # noqa: F401  (register the dialogue operations)
 from finhallu.tasks.base import Frames, StageContext, rows_frame
+from finhallu.text.normalize import contains_normalized
 
 USER, ASSISTANT = "user_llm", "assistant_llm"
 _KO_RECONFIRM_YES = ["네, 맞습니다. ", "맞습니다. ", "네, 다시 확인해 보니 맞습니다. "]
@@ -71,52 +74,108 @@ def _item(seed: dict, origin: str = "seed", **over) -> dict:
             "passage_id": seed["passage_id"], "origin": origin, "reconfirms": None, **over}
 
 
-def _plan(doc: dict, k: int, pool: list[str], seed_rows: dict, by_doc: dict, by_passage: dict, contexts: _Context,
-          passages: dict, cfg: DialogueConfig, llm: LLMRouter, ctx: StageContext) -> list[dict]:
+def said_before(answer: str | None, clue: str | None, responses: list[str]) -> bool:
+    """Whether an earlier assistant response already states this answer (a yes/no answer: its clue),
+    so that asking it would make the user re-ask what they were told."""
+    ans = (answer or "").strip()
+    needle = clue if ans in ("예", "네", "아니오", "아니요", "Yes", "No", "yes", "no") else ans
+    return len((needle or "").strip()) >= 2 and any(contains_normalized(r, needle) for r in responses)
+
+
+class _Dialogue:
+    """What one dialogue has so far: its document, planned items, realised turns and responses."""
+
+    def __init__(self, doc: dict, did: str, k: int):
+        self.doc, self.did, self.k = doc, did, k
+        self.items: list[dict] = []
+        self.turns: list[dict] = []
+        self.said: dict[int, str] = {}
+        self.used_unanswerable = False
+
+    @property
+    def responses(self) -> list[str]:
+        return [t["response"] for t in self.turns]
+
+
+def _candidates(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, contexts: _Context) -> list[str]:
+    """Unused seeds of the document or of the passages retrieved for the current question, in the
+    dialogue's language (a dialogue never switches language), neither asking the same evidence
+    twice nor asking what an assistant response already said."""
+    doc, cur = dlg.doc, dlg.items[-1]
+    chosen = {i["seed_id"] for i in dlg.items if i["origin"] == "seed"}
+    cands = [s for s in by_doc.get(doc["doc_id"], []) + contexts.related_seeds(cur["seed_id"], by_passage)
+             if s not in chosen and seed_rows[s]["split"] == doc["split"] and seed_rows[s]["lang"] == doc["lang"]]
+    cands = [s for s in dict.fromkeys(cands) if seed_rows[s]["answerable"] or not dlg.used_unanswerable]
+    # Sources often ship paraphrases of one question: never ask for the same evidence twice.
+    asked = {(i["passage_id"], i["answer"]) for i in dlg.items}
+    cands = [c for c in cands if (seed_rows[c]["passage_id"], seed_rows[c]["answer"]) not in asked]
+    responses = dlg.responses
+    return [c for c in cands if not (seed_rows[c]["answerable"]
+                                     and said_before(seed_rows[c]["answer"], seed_rows[c]["clue_text"], responses))]
+
+
+def _next_item(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, contexts: _Context, passages: dict,
+               cfg: DialogueConfig, llm: LLMRouter, ctx: StageContext) -> dict | None:
+    """The user's next question: a candidate that keeps the flow, else a new question written
+    from the current passage; None ends the dialogue."""
+    doc, cur = dlg.doc, dlg.items[-1]
+    cands = _candidates(dlg, seed_rows, by_doc, by_passage, contexts)
+    nseed = _seed_int(ctx.seed, doc["doc_id"], dlg.k, len(dlg.items))
+    choice = llm.call(USER, "choose_next_question", current_question=cur["question"],
+                      history=[i["question"] for i in dlg.items],
+                      candidates=[{"question": seed_rows[c]["question"],
+                                   "same_document": seed_rows[c]["doc_id"] == doc["doc_id"]} for c in cands],
+                      lang=doc["lang"], rng_seed=nseed)
+    choice = -1 if choice is None else choice.index  # a failed call (recorded in llm_calls): nothing fits
+    if 0 <= choice < len(cands):
+        return _item(seed_rows[cands[choice]])
+    # The user writes a new question from the passage of the last answered turn (an unanswerable
+    # turn has no passage to read on).
+    answered = [i for i in dlg.items if i["answerable"]]
+    if not cfg.write_new_questions or not answered:
+        return None
+    base = seed_rows[answered[-1]["seed_id"]]
+    same_passage = [i for i in dlg.items if i["passage_id"] == base["passage_id"]]
+    new = llm.call(USER, "write_question", passage=passages[base["passage_id"]],
+                   asked=[x for i in same_passage for x in (i["clue"] or "", i["question"])] + dlg.responses,
+                   lang=doc["lang"], rng_seed=nseed)
+    if new is None or not new.question or said_before(new.answer, new.clue, dlg.responses):
+        return None  # nothing left to ask (or the call failed): the dialogue ends here
+    return _item(base, "generated", question=new.question, answer=new.answer, clue=new.clue, qa_kind="span")
+
+
+def _reconfirm_item(dlg: _Dialogue, rng) -> dict | None:
+    """A reconfirm turn about an earlier answered turn (K-FinHallu: turns n >= 4)."""
+    earlier = [n for n, i in enumerate(dlg.items, start=1) if i["answerable"] and i["reconfirms"] is None]
+    if not earlier:
+        return None
+    j = rng.choice(earlier)
+    return {**dlg.items[j - 1], "reconfirms": j}
+
+
+def _converse(doc: dict, k: int, pool: list[str], seed_rows: dict, by_doc: dict, by_passage: dict,
+              contexts: _Context, passages: dict, cfg: DialogueConfig, llm: LLMRouter,
+              ctx: StageContext) -> list[dict] | None:
+    """One dialogue, question by question: each next question is chosen knowing what the assistant
+    has said. A reconfirm turn may come past turn 4. None when an LLM call failed for good."""
     rng = ctx.rng("dialogue", doc["doc_id"], k)
     target = rng.randint(cfg.min_turns, cfg.max_turns)
-    items = [_item(seed_rows[rng.choice(pool)])]
-    used_unanswerable = False
-    while len(items) < target:
-        cur = items[-1]
-        chosen = {i["seed_id"] for i in items if i["origin"] == "seed"}
-        cands = [s for s in by_doc.get(doc["doc_id"], []) + contexts.related_seeds(cur["seed_id"], by_passage)
-                 if s not in chosen and seed_rows[s]["split"] == doc["split"]]
-        cands = [s for s in dict.fromkeys(cands) if seed_rows[s]["answerable"] or not used_unanswerable]
-        # Sources often ship paraphrases of one question: never ask for the same evidence twice.
-        asked = {(i["passage_id"], i["answer"]) for i in items}
-        cands = [c for c in cands if (seed_rows[c]["passage_id"], seed_rows[c]["answer"]) not in asked]
-        nseed = _seed_int(ctx.seed, doc["doc_id"], k, len(items))
-        choice = llm.call(USER, "choose_next_question", current_question=cur["question"],
-                          history=[i["question"] for i in items],
-                          candidates=[{"question": seed_rows[c]["question"],
-                                       "same_document": seed_rows[c]["doc_id"] == doc["doc_id"]} for c in cands],
-                          lang=doc["lang"], rng_seed=nseed)
-        choice = -1 if choice is None else choice.index  # a failed call (recorded in llm_calls): nothing fits
-        if 0 <= choice < len(cands):
-            nxt = seed_rows[cands[choice]]
-            used_unanswerable |= not nxt["answerable"]
-            items.append(_item(nxt))
-            continue
-        # No candidate fits: the user writes a new question from the current passage.
-        base = seed_rows[cur["seed_id"]]
-        if not cfg.write_new_questions or not base["answerable"]:
+    reconfirm_at = rng.randint(5, target + 1) if target >= 4 and rng.random() < cfg.reconfirm_probability else None
+    dlg = _Dialogue(doc, "dlg-" + hashlib.sha256(f"{doc['doc_id']}|{k}".encode()).hexdigest()[:12], k)
+    item = _item(seed_rows[rng.choice(pool)])
+    while item is not None:
+        turn = _realise(dlg, item, seed_rows, contexts, passages, cfg, llm, ctx)
+        if turn is None:
+            return None
+        dlg.items.append(item)
+        dlg.turns.append(turn)
+        dlg.used_unanswerable |= not item["answerable"]
+        questions = sum(i["reconfirms"] is None for i in dlg.items)
+        if len(dlg.turns) >= cfg.max_turns or (questions >= target and reconfirm_at != len(dlg.turns) + 1):
             break
-        same_passage = [i for i in items if i["passage_id"] == base["passage_id"]]
-        new = llm.call(USER, "write_question", passage=passages[base["passage_id"]],
-                       asked=[x for i in same_passage for x in (i["clue"] or "", i["question"])],
-                       lang=doc["lang"], rng_seed=nseed)
-        if new is None or not new.question:
-            break  # nothing left to ask (or the call failed): the dialogue ends here
-        items.append(_item(base, "generated", question=new.question, answer=new.answer, clue=new.clue, qa_kind="span"))
-    # Reconfirm turn past turn 4, at a random position, about an earlier answerable turn.
-    if 4 <= len(items) < cfg.max_turns and rng.random() < cfg.reconfirm_probability:
-        pos = rng.randint(4, len(items))  # inserted as turn pos+1 >= 5
-        earlier = [i for i in range(pos) if items[i]["answerable"]]
-        if earlier:
-            j = rng.choice(earlier)
-            items.insert(pos, {**items[j], "reconfirms": j + 1})
-    return items
+        item = _reconfirm_item(dlg, rng) if reconfirm_at == len(dlg.turns) + 1 else None
+        item = item or _next_item(dlg, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
+    return dlg.turns
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
@@ -138,72 +197,68 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
 
     dialogues, turns = [], []
     for n_doc, doc in enumerate(docs.iter_rows(named=True)):
-        pool = [sid for sid in by_doc.get(doc["doc_id"], []) if seed_rows[sid]["answerable"]]
+        pool = [sid for sid in by_doc.get(doc["doc_id"], [])
+                if seed_rows[sid]["answerable"] and seed_rows[sid]["lang"] == doc["lang"]]
         per_doc = cfg.dialogues_per_document if doc["source"] == "aihub" else cfg.dialogues_per_filing
         for k in range(per_doc if pool else 0):
-            items = _plan(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
-            if len(items) < cfg.min_turns:
-                continue
-            did = "dlg-" + hashlib.sha256(f"{doc['doc_id']}|{k}".encode()).hexdigest()[:12]
-            realised = _realise(did, items, seed_rows, contexts, passages, cfg, llm, ctx)
-            if realised is None:
-                continue  # an LLM call failed for good (recorded in llm_calls): the dialogue is not built
+            realised = _converse(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
+            if realised is None or len(realised) < cfg.min_turns:
+                continue  # too short, or an LLM call failed for good (recorded in llm_calls): not built
             turns.extend(realised)
             dialogues.append({
-                "dialogue_id": did, "doc_id": doc["doc_id"], "source": doc["source"], "institution": doc["institution"],
-                "lang": doc["lang"], "split": doc["split"], "n_turns": len(items),
-                "seed_ids": [i["seed_id"] for i in items],
-                "has_reconfirm": any(i["reconfirms"] is not None for i in items),
+                "dialogue_id": realised[0]["dialogue_id"], "doc_id": doc["doc_id"], "source": doc["source"],
+                "institution": doc["institution"], "lang": doc["lang"], "split": doc["split"], "n_turns": len(realised),
+                "seed_ids": [t["seed_id"] for t in realised],
+                "has_reconfirm": any(t["reconfirms_turn"] is not None for t in realised),
             })
         ctx.progress(n_doc + 1, docs.height)
     return {"dialogues": rows_frame(dialogues, "dialogue_id"),
             "turns": rows_frame(turns, ["dialogue_id", "turn_index"])}
 
 
-def _realise(did: str, items: list[dict], seed_rows: dict, contexts: _Context, passages: dict,
-             cfg: DialogueConfig, llm: LLMRouter, ctx: StageContext) -> list[dict] | None:
-    """The user's utterances and the assistant's responses of one planned dialogue (None when an
+def _user_query(dlg: _Dialogue, it: dict, lang: str, tseed: int, llm: LLMRouter) -> str | None:
+    """The user's utterance: a reconfirm question, or the standalone question rewritten for the history."""
+    if it["reconfirms"] is not None:
+        out = llm.call(USER, "reconfirm_turn", earlier_question=it["question"], earlier_answer=it["answer"],
+                       lang=lang, rng_seed=tseed)
+    else:
+        prev = dlg.turns[-1] if dlg.turns else None
+        out = llm.call(USER, "rewrite_query", question=it["question"],
+                       previous_question=prev["standalone_query"] if prev else None,
+                       previous_response=prev["response"] if prev else None, lang=lang, rng_seed=tseed)
+    return None if out is None else out.text
+
+
+def _realise(dlg: _Dialogue, it: dict, seed_rows: dict, contexts: _Context, passages: dict,
+             cfg: DialogueConfig, llm: LLMRouter, ctx: StageContext) -> dict | None:
+    """The user's utterance and the assistant's response of the dialogue's next turn (None when an
     LLM call failed for good: a dialogue with a hole in it is no dialogue)."""
-    out, said, prev_q = [], {}, None
-    for t, it in enumerate(items, start=1):
-        seed = seed_rows[it["seed_id"]]
-        lang, tseed, trng = seed["lang"], _seed_int(ctx.seed, did, t), ctx.rng("turn", did, t)
-        if it["reconfirms"] is not None:
-            out_q = llm.call(USER, "reconfirm_turn", earlier_question=it["question"], earlier_answer=it["answer"],
-                             lang=lang, rng_seed=tseed)
-            if out_q is None:
-                return None
-            query = out_q.text
-            yes = trng.choice(_KO_RECONFIRM_YES if lang == "ko" else _EN_RECONFIRM_YES)
-            response = yes + said[it["reconfirms"]]
-            context, kind = contexts.answerable(seed, trng), "reconfirm"
-        else:
-            out_q = llm.call(USER, "rewrite_query", question=it["question"], previous_question=prev_q,
-                             lang=lang, rng_seed=tseed)
-            if out_q is None:
-                return None
-            query = out_q.text
-            if it["answerable"]:
-                ans = llm.call(ASSISTANT, "answer_turn", question=it["question"], passage=passages[it["passage_id"]],
-                               clue=it["clue"], answer=it["answer"], qa_kind=it["qa_kind"], lang=lang, rng_seed=tseed,
-                               support_probability=cfg.supporting_sentence_probability)
-                if ans is None:
-                    return None
-                response, said[t] = ans.response, ans.evidence
-                context = contexts.answerable(seed, trng)
-            else:
-                refusal = llm.call(ASSISTANT, "refuse_turn", question=it["question"], lang=lang, rng_seed=tseed)
-                if refusal is None:
-                    return None
-                response = refusal.text
-                context = contexts.unanswerable(seed)
-            kind = "question"
-        out.append({
-            "turn_id": f"{did}#t{t}", "dialogue_id": did, "turn_index": t, "seed_id": it["seed_id"], "kind": kind,
-            "reconfirms_turn": it["reconfirms"], "standalone_query": it["question"], "query": query,
-            "response": response, "answerable": it["answerable"],
-            "gold_passage_id": it["passage_id"] if it["answerable"] else None,
-            "clue_text": it["clue"], "answer": it["answer"], "context": context, "origin": it["origin"],
-        })
-        prev_q = it["question"]
-    return out
+    did, t = dlg.did, len(dlg.turns) + 1
+    seed = seed_rows[it["seed_id"]]
+    lang, tseed, trng = seed["lang"], _seed_int(ctx.seed, did, t), ctx.rng("turn", did, t)
+    query = _user_query(dlg, it, lang, tseed, llm)
+    if query is None:
+        return None
+    if it["reconfirms"] is not None:
+        response = trng.choice(_KO_RECONFIRM_YES if lang == "ko" else _EN_RECONFIRM_YES) + dlg.said[it["reconfirms"]]
+        context, kind = contexts.answerable(seed, trng), "reconfirm"
+    elif it["answerable"]:
+        ans = llm.call(ASSISTANT, "answer_turn", question=it["question"], passage=passages[it["passage_id"]],
+                       clue=it["clue"], answer=it["answer"], qa_kind=it["qa_kind"], lang=lang, rng_seed=tseed,
+                       support_probability=cfg.supporting_sentence_probability)
+        if ans is None:
+            return None
+        response, dlg.said[t] = ans.response, ans.evidence
+        context, kind = contexts.answerable(seed, trng), "question"
+    else:
+        refusal = llm.call(ASSISTANT, "refuse_turn", question=it["question"], lang=lang, rng_seed=tseed)
+        if refusal is None:
+            return None
+        response, context, kind = refusal.text, contexts.unanswerable(seed), "question"
+    return {
+        "turn_id": f"{did}#t{t}", "dialogue_id": did, "turn_index": t, "seed_id": it["seed_id"], "kind": kind,
+        "reconfirms_turn": it["reconfirms"], "standalone_query": it["question"], "query": query,
+        "response": response, "answerable": it["answerable"],
+        "gold_passage_id": it["passage_id"] if it["answerable"] else None,
+        "clue_text": it["clue"], "answer": it["answer"], "context": context, "origin": it["origin"],
+    }

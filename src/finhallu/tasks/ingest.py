@@ -9,6 +9,7 @@ import polars as pl
 
 from finhallu.config import IngestConfig, SourceConfig, resolve_path
 from finhallu.tasks.base import Frames, StageContext, rows_frame
+from finhallu.text.dates import iso_date_or_period
 from finhallu.tasks.sources import LoadedDoc, LoadedFacts, Quarantined, get_loader
 
 
@@ -71,17 +72,41 @@ def _load_file(kind: str, f: Path) -> list:
     return items
 
 
-def _split(src: SourceConfig, institution: str) -> str:
-    if institution in src.test_institutions:
+def company_key(doc: LoadedDoc) -> str:
+    """The filer's stable id (CIK in sec10k-<cik>-<year>, corp_code in dart-<corp>-...) or, for
+    other sources, the institution: names change across years, ids do not."""
+    parts = doc.doc_id.split("-")
+    if doc.source in ("sec10k", "edgar_corpus", "dart") and len(parts) > 2 and parts[1].isdigit():
+        return parts[1]
+    return doc.institution
+
+
+def _split(src: SourceConfig, doc: LoadedDoc) -> str:
+    names = {doc.institution, company_key(doc)}
+    if names & set(src.test_institutions or []):
         return "test"
-    if institution in src.valid_institutions:
+    if names & set(src.valid_institutions):
         return "valid"
+    if src.split_ratio:
+        u = int.from_bytes(hashlib.sha256(f"split|{company_key(doc)}".encode()).digest()[:8], "big") / 2**64
+        total, acc = sum(src.split_ratio.values()), 0.0
+        for split in ("train", "valid", "test"):
+            acc += src.split_ratio.get(split, 0.0) / total
+            if u < acc:
+                return split
+        return "test"
     return src.default_split
+
+
+def _kept(src: SourceConfig, doc: LoadedDoc) -> bool:
+    return src.categories is None or bool({doc.category, doc.doc_type} & set(src.categories))
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: IngestConfig = ctx.config
     docs, qas, quarantine, facts = [], [], [], {}
+    filtered: dict[str, int] = {}  # documents left out by `categories`, per source
+    loaded: set[str] = set()  # source kinds that gave a document
     seen: set[str] = set()
     files = [(src, f, name) for src in cfg.sources for f, name in source_files(src)]
     for src in cfg.sources:
@@ -99,15 +124,19 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                     facts.setdefault(row["fact_id"], {**row, "source_path": row["source_path"].replace(str(f), name)})
                 continue
             assert isinstance(item, LoadedDoc)
+            if not _kept(src, item):
+                filtered[src.kind] = filtered.get(src.kind, 0) + 1
+                continue
             if item.doc_id in seen:
                 quarantine.append({"source": item.source, "path": item.source_path, "record_id": item.doc_id,
                                    "field": "doc_id", "error": "duplicate doc_id (first occurrence kept)", "stage": "ingest"})
                 continue
             seen.add(item.doc_id)
+            loaded.add(src.kind)
             docs.append({
                 "doc_id": item.doc_id, "source": item.source, "institution": item.institution, "lang": item.lang,
-                "title": item.title, "doc_type": item.doc_type, "published": item.published,
-                "source_path": item.source_path.replace(str(f), name), "split": _split(src, item.institution),
+                "title": item.title, "doc_type": item.doc_type, "published": iso_date_or_period(item.published),
+                "source_path": item.source_path.replace(str(f), name), "split": _split(src, item),
                 "blocks": [b.__dict__ for b in item.blocks],
             })
             qas.extend(item.qas)
@@ -118,6 +147,10 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                                        "record_id": qa["qa_id"], "field": field, "stage": "ingest",
                                        "error": f"{field} does not occur in its cleaned context; the QA is not used as a seed"})
         ctx.progress(n + 1, len(files))
+    for kind, n in sorted(filtered.items()):
+        print(f"ingest: {n} {kind} document(s) left out by the source's `categories`")
+    for kind in sorted({s.kind for s in cfg.sources} - loaded - set(filtered) - {"xbrl"}):
+        print(f"warning: ingest: source {kind} yielded no document (see the quarantine table)")
     documents = pl.DataFrame(docs).sort("doc_id") if docs else pl.DataFrame()
     return {
         "documents": documents,

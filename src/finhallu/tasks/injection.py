@@ -7,13 +7,15 @@ are rule configurations (own seeds and phrasing banks).
 
 Balance: per split, every (type, subtype) leaf the split can carry first gets
 `min_per_subtype` dialogues (rarest leaf first; when the split has two dialogues per leaf, else
-types only are balanced); the other dialogues go greedily, most
-constrained first, to the least-used type, then its least-used subtype, then the leaf fewest
-remaining dialogues can still carry. Feasibility and the target turn come from the rule-based injectors:
-turns are ranked by how well they suit the type (Contradictory: dense in numbers or financial
-terms; Inconsistency: turns restating earlier statements; Irrelevance: conditions or
-multi-aspect answers; reconfirm turns are eligible) and the first turn the rules can edit is
-the target; the operation then edits it (an LLM backend may decline, and the next turn is tried).
+types only are balanced); the other dialogues go greedily, most constrained first, to the type
+furthest below its target share (`inject.type_weights`, `inject.unanswerable_share`), then its
+least-used subtype, then the leaf fewest remaining dialogues can still carry. Feasibility and
+the target turn come from the rule-based injectors: turns with a history (turn >= 2) come
+first, then turns ranked by how well they suit the type (Contradictory: dense in numbers or
+financial terms; Inconsistency: turns restating earlier statements; Irrelevance: conditions or
+multi-aspect answers; reconfirm turns are eligible), equally suited turns in a seeded random
+order; the first turn the rules can edit is the target; the operation then edits it (an LLM
+backend may decline, and the next turn is tried).
 """
 
 from __future__ import annotations
@@ -105,11 +107,16 @@ def _leaves(cfg: InjectConfig, registry: dict) -> list[tuple[str, str | None]]:
 
 
 def _feasible(views: list[TurnView], leaves, inj: _Injector, did: str) -> dict[tuple, list[tuple[TurnView, int]]]:
-    """Per leaf, the turns the rules can edit, best-suited first (empty: the leaf does not fit)."""
+    """Per leaf, the turns the rules can edit, best-suited first (empty: the leaf does not fit).
+    Turns with a history come first (a sample at turn 1 tests no multi-turn reading), then by
+    how well they suit the type; equally suited turns in a seeded random order, so that ties
+    do not all go to the earliest turn."""
     out = {}
     for htype, sub in leaves:
         prefers = inj.registry[htype].prefers
-        ranked = sorted(views, key=lambda v: (-prefers(v, sub), v.turn["turn_index"]))
+        tie = random.Random(_seed(did, inj.name, htype, sub, "tie"))
+        keyed = [((v.turn["turn_index"] < 2, -round(prefers(v, sub), 6), tie.random()), v) for v in views]
+        ranked = [v for _, v in sorted(keyed, key=lambda kv: kv[0])]
         ok = []
         for v in ranked:
             seed = _seed(did, inj.name, htype, sub, v.turn["turn_index"])
@@ -122,12 +129,16 @@ def _feasible(views: list[TurnView], leaves, inj: _Injector, did: str) -> dict[t
     return out
 
 
-def _assign(items: list[tuple[dict, _Injector, dict]], rng: random.Random,
-            min_per_leaf: int = 1) -> list[tuple[dict, _Injector, list, dict]]:
-    """Balanced assignment of leaves to dialogues (see the module docstring). When the split has
+def _assign(items: list[tuple[dict, _Injector, dict]], rng: random.Random, min_per_leaf: int = 1,
+            weights: dict[str, float] | None = None) -> list[tuple[dict, _Injector, list, dict]]:
+    """Weighted assignment of leaves to dialogues (see the module docstring). When the split has
     room (two dialogues per leaf), every leaf it can carry first gets `min_per_leaf` dialogues
     (rarest leaf first, each from the dialogue with the fewest options); then the rest go greedily
-    to the least-used type, subtype and leaf. A small split is only type-balanced."""
+    to the type furthest below its weight (count+1 / weight), then the least-used subtype and
+    leaf. A small split is only weight-balanced; a zero-weight type is never assigned."""
+    weights = weights or {}
+    w = lambda t: weights.get(t, 1.0)  # noqa: E731
+    items = [(d, inj, {lf: v for lf, v in feas.items() if w(lf[0]) > 0}) for d, inj, feas in items]
     tie = {d["dialogue_id"]: rng.random() for d, _, _ in items}
     feasible = Counter(leaf for _, _, feas in items for leaf in feas)
     type_n, type_by_inj, leaf_n = Counter(), Counter(), Counter()
@@ -151,13 +162,15 @@ def _assign(items: list[tuple[dict, _Injector, dict]], rng: random.Random,
             continue
         for leaf in feas:
             remaining[leaf] -= 1
-        best = min(feas, key=lambda lf: (type_n[lf[0]], type_by_inj[(inj.name, lf[0])], leaf_n[lf], remaining[lf], str(lf)))
+        best = min(feas, key=lambda lf: ((type_n[lf[0]] + 1) / w(lf[0]), type_by_inj[(inj.name, lf[0])] / w(lf[0]),
+                                         leaf_n[lf], remaining[lf], str(lf)))
         take(d, inj, best)
     out = []
     for d, inj, feas in items:
         if d["dialogue_id"] in chosen:  # the chosen leaf first, the others as fallbacks
             first = chosen[d["dialogue_id"]]
-            order = [first] + sorted((lf for lf in feas if lf != first), key=lambda lf: (type_n[lf[0]], leaf_n[lf], str(lf)))
+            order = [first] + sorted((lf for lf in feas if lf != first),
+                                     key=lambda lf: ((type_n[lf[0]] + 1) / w(lf[0]), leaf_n[lf], str(lf)))
             out.append((d, inj, order, feas))
     return sorted(out, key=lambda x: x[0]["dialogue_id"])
 
@@ -214,7 +227,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"])))
             done += 1
             ctx.progress(done, dialogues.height * 2)
-        for d, inj, order, feas in _assign(items, rng, cfg.min_per_subtype):
+        for d, inj, order, feas in _assign(items, rng, cfg.min_per_subtype, cfg.weights()):
             made = None
             for htype, sub in order:
                 for view, seed in feas[(htype, sub)]:

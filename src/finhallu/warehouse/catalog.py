@@ -155,10 +155,11 @@ class Catalog:
         stmts = []
         for name, versions in sorted(by_name.items()):
             files = [str(store.version_dir(name, v) / "part-0.parquet") for v in sorted(versions)]
-            cur = current.get(name)
-            if cur is not None:
-                latest = str(store.version_dir(name, cur) / "part-0.parquet")
-                stmts.append(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(latest)})")
+            # Current versions move only on a full build; a table that has none yet (a new home after
+            # `finhallu stage chunk`) shows its newest version, so `<table>` always exists.
+            cur = current.get(name, max(versions))
+            latest = str(store.version_dir(name, cur) / "part-0.parquet")
+            stmts.append(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(latest)})")
             file_list = "[" + ", ".join(_sql_str(f) for f in files) + "]"
             stmts.append(
                 f"CREATE VIEW {name}_all AS SELECT * FROM read_parquet({file_list}, hive_partitioning=true, union_by_name=true)"

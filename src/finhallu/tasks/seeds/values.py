@@ -190,14 +190,15 @@ def period_in(text: str, doc: DocPeriods, lang: str) -> Period | None:
 
 def doc_periods(title: str, published: str | None, term_texts: list[str], source: str) -> DocPeriods:
     """Fiscal year and kind of a filing from its title ("... FY2024", "(1997)") or its published
-    period ("20220101-20220630", "December 31, 2024"); DART's current term from its 제N기 headers."""
+    period ("20220101-20220630", "2022-01-01/2022-06-30", "December 31, 2024"); DART's current term from its 제N기 headers."""
     year = None
     m = re.search(r"FY\s?(\d{4})|\((\d{4})\)", title or "")
     if m:
         year = int(m.group(1) or m.group(2))
     kind = "FY"
     pub = published or ""
-    m2 = re.search(r"(\d{4})(\d{2})(\d{2})\s*-\s*(\d{4})(\d{2})(\d{2})$", pub)
+    # "20220101-20220630" as DART writes it, "2022-01-01/2022-06-30" as the documents table stores it
+    m2 = re.search(r"(\d{4})-?(\d{2})-?(\d{2})\s*[-/]\s*(\d{4})-?(\d{2})-?(\d{2})$", pub)
     if m2:
         year = year or int(m2.group(4))
         months = (int(m2.group(4)) - int(m2.group(1))) * 12 + int(m2.group(5)) - int(m2.group(2)) + 1

@@ -35,6 +35,7 @@ class LoadedDoc:
     source_path: str
     blocks: list[Block]
     qas: list[dict] = field(default_factory=list)  # source_qas rows (offsets into block text)
+    category: str | None = None  # the source's own topic class (AI-Hub doc_class.class, e.g. 금융)
 
 
 @dataclass

@@ -244,4 +244,5 @@ def _load_doc(origin: str, index: int, doc) -> Iterator[LoadedDoc | Quarantined]
         source_path=origin,
         blocks=blocks,
         qas=qas,
+        category=str(cls.get("class")) if cls.get("class") else None,
     )

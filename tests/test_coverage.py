@@ -1,0 +1,12 @@
+from finhallu.tasks.coverage import coverage_warnings
+
+
+def test_empty_split_and_silent_source_are_named():
+    docs = [("train", "aihub", 20), ("test", "aihub", 5), ("train", "sec10k", 4), ("valid", "dart", 1)]
+    samples = [("train", "aihub", 100), ("test", "aihub", 30)]
+    w = coverage_warnings(samples, docs)
+    assert "split valid has no samples (its documents gave none)" in w
+    assert "source sec10k has documents but no samples" in w and "source dart has documents but no samples" in w
+    assert not any("train" in x or "test" in x for x in w)
+    assert coverage_warnings(samples + [("valid", "sec10k", 2), ("valid", "dart", 2)], docs) == []
+    assert coverage_warnings(samples, docs[:2]) == ["split valid has no samples (no document is assigned to it)"]
