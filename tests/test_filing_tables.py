@@ -115,3 +115,19 @@ def test_no_passage_of_a_real_filing_is_page_furniture(real_data, name):
     assert not [t for t in texts if is_furniture(t)]
     repeats = Counter(t for t in texts if len(t) <= 80 and not t.endswith((".", ":")))
     assert max(repeats.values(), default=0) < 5, repeats.most_common(3)
+
+
+@pytest.mark.parametrize("name,statement_row", [
+    ("aapl-10-k-2024-11-01.html", "Total net sales"),
+    ("nvda-10-k-2025-02-26.html", "Cost of revenue"),  # statements printed after Item 15
+    ("parity_gate_10-K_0001193125-10-073212.html", "Total investments"),  # GAINSCO, after Item 15
+])
+def test_statements_carry_the_financial_statements_role_whatever_item_they_follow(real_data, name, statement_row):
+    doc = next(d for d in load_10k(_fixture(real_data, name)) if hasattr(d, "blocks"))
+    statements = [b for b in doc.blocks if b.kind == "table" and f"| {statement_row} |" in b.text
+                  and b.section_path.startswith(("Item 8", "Item 15", "Item 16"))]
+    assert statements, statement_row
+    assert all(b.role == "financial_statements" for b in statements), {b.section_path for b in statements}
+    roles = {b.role for b in doc.blocks}
+    assert {"risk_factors", "mda"} <= roles
+    assert all(b.role == "mda" for b in doc.blocks if b.section_path.startswith("Item 7."))

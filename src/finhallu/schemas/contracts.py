@@ -25,7 +25,7 @@ MESSAGES = pl.List(pl.Struct({"role": S, "content": S}))
 SAMPLE_PASSAGES = pl.List(pl.Struct({"passage_id": S, "text": S, "role": S}))
 # metrics.setting: the K-FinHallu settings plus the score threshold sweep and the tuned threshold
 METRIC_SETTINGS = ("binary", "4class", "3class", "type", "sweep", "threshold")
-BLOCKS = pl.List(pl.Struct({"block_id": S, "section_path": S, "kind": S, "text": S}))
+BLOCKS = pl.List(pl.Struct({"block_id": S, "section_path": S, "kind": S, "text": S, "role": S}))
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ CONTRACTS: dict[str, Contract] = {
         _c(
             "passages",
             {"passage_id": S, "doc_id": S, "block_id": S, "source": S, "institution": S, "lang": S, "split": S,
-             "doc_type": S, "title": S, "section_path": S, "kind": S, "chunk_index": I, "chunk_total": I,
-             "char_start": I, "text": S, "token_count": I, "tokenizer": S},
+             "doc_type": S, "title": S, "section_path": S, "section_role": S, "kind": S, "chunk_index": I,
+             "chunk_total": I, "char_start": I, "text": S, "token_count": I, "tokenizer": S},
             ("passage_id",),
             not_null=("doc_id", "block_id", "split", "text", "token_count", "tokenizer"),
             allowed={"kind": ("text", "table"), "split": SPLITS},

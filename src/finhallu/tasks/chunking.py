@@ -67,7 +67,7 @@ def _packed_blocks(blocks: list[dict], budget: int, count) -> list[dict]:
         prev = out[-1] if out else None
         mergeable = (
             prev is not None and prev["kind"] == "text" and b["kind"] == "text"
-            and prev["section_path"] == b["section_path"]
+            and prev["section_path"] == b["section_path"] and prev.get("role") == b.get("role")
             and (count(prev["text"]) + count(b["text"]) <= budget or _is_heading(prev["text"]))
         )
         if mergeable:
@@ -101,7 +101,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                     "passage_id": f"p-{pid}", "doc_id": doc["doc_id"], "block_id": b["block_id"], "source": doc["source"],
                     "institution": doc["institution"], "lang": doc["lang"], "split": doc["split"],
                     "doc_type": doc["doc_type"], "title": doc["title"], "section_path": b["section_path"],
-                    "kind": b["kind"], "chunk_index": i, "chunk_total": len(pieces), "char_start": start,
+                    "section_role": b.get("role"), "kind": b["kind"], "chunk_index": i, "chunk_total": len(pieces), "char_start": start,
                     "text": text, "token_count": count(text), "tokenizer": tok_name,
                 })
         ctx.progress(n + 1, docs.height)

@@ -21,6 +21,7 @@ class Block:
     section_path: str
     kind: str  # text | table
     text: str
+    role: str | None = None  # filings: section role (sources/roles.py); None where a source has none
 
 
 @dataclass

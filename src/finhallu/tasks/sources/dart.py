@@ -14,6 +14,7 @@ import lxml.etree
 
 from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
 from finhallu.tasks.sources.encoding import decode_bytes
+from finhallu.tasks.sources.roles import dart_role
 from finhallu.tasks.sources.tables import grid_to_markdown, span
 
 _CELL_TAGS = {"TD", "TH", "TU", "TE"}
@@ -76,7 +77,8 @@ def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
         def flush():
             if pending_text:
                 # The current section's path (its own TITLE included), as for tables.
-                blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(titles), "text", "\n".join(pending_text)))
+                blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(titles), "text", "\n".join(pending_text),
+                                    dart_role(" > ".join(titles))))
                 pending_text.clear()
 
         titles = list(path_titles)
@@ -104,7 +106,8 @@ def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
                     if md:
                         flush()
                         caption = (unit_note + "\n") if unit_note else ""
-                        blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(titles), "table", caption + md))
+                        blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(titles), "table", caption + md,
+                                            dart_role(" > ".join(titles))))
                 unit_note = ""
             elif tag in ("COVER", "PGBRK", "IMAGE"):
                 continue

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
+from finhallu.tasks.sources.roles import tenk_roles
 from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
 from finhallu.tasks.sources.sec10k import ITEM_ORDER
 
@@ -269,8 +270,9 @@ def load_edgar_corpus(path: Path) -> Iterator[LoadedDoc | Quarantined]:
         if not text or not text.strip():
             continue
         section = f"Item {item}. {item_title(item, year)}"
-        for j, para in enumerate(item_paragraphs(text)):
-            blocks.append(Block(f"{doc_id}-item{item}-{j + 1}", section, "text", para))
+        paras = item_paragraphs(text)
+        for j, (para, role) in enumerate(zip(paras, tenk_roles(item, [("text", p) for p in paras]))):
+            blocks.append(Block(f"{doc_id}-item{item}-{j + 1}", section, "text", para, role))
     if not blocks:
         yield Quarantined("sec10k", str(path), doc_id, "item_*", "every item is empty")
         return

@@ -17,6 +17,7 @@ import lxml.html
 from finhallu.tasks.sources import Block, LoadedDoc, Quarantined, register_source
 from finhallu.tasks.sources.encoding import decode_bytes
 from finhallu.tasks.sources.furniture import strip_furniture
+from finhallu.tasks.sources.roles import tenk_roles
 from finhallu.tasks.sources.filing_tables import to_markdown as filing_table_markdown
 from finhallu.tasks.sources.tables import span
 
@@ -177,8 +178,8 @@ def load_10k(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     blocks: list[Block] = []
     for item, heading, item_blocks in items:
         section = f"Item {item}. " + re.sub(r"^\s*item\s*\w+(?:\s*\(T\))?\s*[.:\-–—]?\s*", "", heading, flags=re.IGNORECASE)[:120]
-        for j, (kind, text) in enumerate(item_blocks):
-            blocks.append(Block(f"{doc_id}-item{item}-{j + 1}", section.strip(), kind, text))
+        for j, ((kind, text), role) in enumerate(zip(item_blocks, tenk_roles(item, item_blocks))):
+            blocks.append(Block(f"{doc_id}-item{item}-{j + 1}", section.strip(), kind, text, role))
     if not _HTML_END.search(raw[-4000:]):
         yield Quarantined("sec10k", str(path), doc_id, "file", "the file ends before </html> (truncated?): "
                           "the document was loaded from the part that is there")
