@@ -4,9 +4,11 @@ Prefect's ephemeral mode starts a server (uvicorn on `create_app`) inside every 
 when the first flow runs: ~3 s importing the server package, ~3.5 s waiting for it, on every
 build. finhallu instead starts that same server as a small detached process per home (like a
 build tool's daemon): the first build boots it while it imports the pipeline, later builds
-find it through `<home>/prefect/api.json` and use it at once. It stops by itself once no build
-has touched its lease for `FINHALLU_API_IDLE_S` seconds (default 900) and no build holds the
-home lock. Runs land in the run database under PREFECT_HOME, which `finhallu ui` serves; a
+find it through `<home>/prefect/api.json` and use it at once. It stops by itself once it has been
+ready and unused for `FINHALLU_API_IDLE_S` seconds (default 900): idle time counts from its own
+readiness and the last client's release, never while a client holds it (a shared lock on
+`prefect/api.clients`, kept from `ensure()` to `release()`, so a slow start or a long import on a
+busy machine cannot race it) nor while a build holds the home lock. Runs land in the run database under PREFECT_HOME, which `finhallu ui` serves; a
 running `finhallu ui` for the home is preferred over it.
 """
 
@@ -50,6 +52,10 @@ def lease_file(home: Path) -> Path:
     return Path(home) / "prefect" / "api.lease"
 
 
+def clients_file(home: Path) -> Path:
+    return Path(home) / "prefect" / "api.clients"
+
+
 def ui_url_file(home: Path) -> Path:
     return Path(home) / "prefect" / "ui-api-url"
 
@@ -70,9 +76,12 @@ class HomeAPI:
         self.home = Path(home)
         self._url: str | None = None
         self._process: subprocess.Popen | None = None
+        self._client = None  # the shared lock that keeps the server up while this process uses it
 
     def ensure(self) -> "HomeAPI":
         lease_file(self.home).parent.mkdir(parents=True, exist_ok=True)
+        self._client = open(clients_file(self.home), "a+")
+        fcntl.flock(self._client.fileno(), fcntl.LOCK_SH)
         lease_file(self.home).touch()
         f = api_file(self.home)
         if f.exists():
@@ -115,6 +124,10 @@ class HomeAPI:
 
     def release(self) -> None:
         lease_file(self.home).touch()
+        if self._client is not None:
+            fcntl.flock(self._client.fileno(), fcntl.LOCK_UN)
+            self._client.close()
+            self._client = None
 
 
 def stop_home_api(home: Path) -> bool:
@@ -132,8 +145,8 @@ def stop_home_api(home: Path) -> bool:
     return True
 
 
-def _build_running(home: Path) -> bool:
-    lock = home / ".build.lock"
+def _held(lock: Path) -> bool:
+    """Whether another process holds a lock on this file (build: exclusive; clients: shared)."""
     if not lock.exists():
         return False
     with open(lock, "a+") as fh:
@@ -145,14 +158,21 @@ def _build_running(home: Path) -> bool:
     return False
 
 
-def _watchdog(home: Path, idle_s: float) -> None:
+def _build_running(home: Path) -> bool:
+    return _held(home / ".build.lock")
+
+
+def _watchdog(home: Path, port: int, idle_s: float) -> None:
+    while not _healthy(f"http://127.0.0.1:{port}/api", timeout=2):  # idle time starts at readiness
+        time.sleep(0.5)
+    ready = time.time()
     while True:
         time.sleep(min(5.0, max(0.5, idle_s / 4)))
         try:
-            quiet = time.time() - lease_file(home).stat().st_mtime
+            last = max(ready, lease_file(home).stat().st_mtime)
         except FileNotFoundError:
-            quiet = idle_s + 1
-        if quiet > idle_s and not _build_running(home):
+            last = ready
+        if time.time() - last > idle_s and not _held(clients_file(home)) and not _build_running(home):
             api_file(home).unlink(missing_ok=True)
             os._exit(0)
 
@@ -164,7 +184,7 @@ def main() -> None:  # the server process itself
     ap.add_argument("--idle-s", type=float, default=DEFAULT_IDLE_S)
     args = ap.parse_args()
     os.environ.update({"PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1", "PREFECT_UI_ENABLED": "0"})
-    threading.Thread(target=_watchdog, args=(Path(args.home), args.idle_s), daemon=True).start()
+    threading.Thread(target=_watchdog, args=(Path(args.home), args.port, args.idle_s), daemon=True).start()
     import uvicorn
 
     uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=args.port,
