@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 HOME_DIR ?= data
+UI_PORT ?= 4200
+# `prefect` commands of deploy/worker talk to the server `make ui` runs (not a temporary one).
+PREFECT_API := http://127.0.0.1:$(UI_PORT)/api
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
 .PHONY: install demo test ui deploy worker bench clean
@@ -28,7 +31,18 @@ test: $(TEST_STAMP)
 	$(PY) -m pytest -q
 
 ui: $(STAMP)
-	$(VENV)/bin/finhallu ui --home $(HOME_DIR)
+	$(VENV)/bin/finhallu ui --home $(HOME_DIR) --port $(UI_PORT)
+
+# Needs `make ui` running (another terminal): creates the work pool and the deployments of prefect.yaml.
+deploy: $(STAMP)
+	@$(PY) -c "import sys, urllib.request; urllib.request.urlopen('$(PREFECT_API)/health', timeout=5)" 2>/dev/null \
+		|| { echo "no Prefect server on $(PREFECT_API): start it with 'make ui' first" >&2; exit 2; }
+	PREFECT_API_URL=$(PREFECT_API) $(VENV)/bin/prefect work-pool create finhallu-local --type process --overwrite
+	PREFECT_API_URL=$(PREFECT_API) $(VENV)/bin/prefect --no-prompt deploy --all
+
+# Runs the scheduled and triggered deployment runs (Ctrl-C stops it).
+worker: $(STAMP)
+	PREFECT_API_URL=$(PREFECT_API) $(VENV)/bin/prefect worker start --pool finhallu-local
 
 bench: $(TEST_STAMP)
 	$(PY) benchmarks/demo_build.py

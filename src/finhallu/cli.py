@@ -233,7 +233,12 @@ def cmd_stages(args) -> int:
     return 0
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def cmd_ui(args) -> int:
+    import signal
     import subprocess
 
     from finhallu.flows.local_api import ui_url_file
@@ -245,6 +250,8 @@ def cmd_ui(args) -> int:
           "builds on this home report to it while it runs. Ctrl-C stops it.", flush=True)
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(args.port)])
     url_file.write_text(f"http://127.0.0.1:{args.port}/api")
+    # SIGTERM (a service manager, `kill`) stops the server too instead of orphaning it on the port.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return proc.wait()
     except KeyboardInterrupt:
