@@ -37,3 +37,29 @@ def test_unknown_profile_is_one_line(tmp_path, capsys):
     assert main(["build", "--profile", "no-such-profile", "--home", str(tmp_path / "h")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no-such-profile" in err
+
+
+MISTAKES = [
+    (["build", "--profile", "demo", "--set", "detect.detectors.lexical_support.thresh=0.3"], "thresh"),
+    (["build", "--profile", "demo", "--set", "detect.detectors.nosuch={}"], "unknown detector 'nosuch'"),
+    (["evaluate", "--detector", "nosuch"], "unknown detector 'nosuch'"),
+    (["evaluate", "--profile", "no-such-profile"], "no-such-profile"),
+    (["evaluate"], "no samples published"),
+    (["eval-external", "--format", "jsonl", "--path", "x.jsonl", "--detector", "nosuch"], "unknown detector"),
+]
+
+
+@pytest.mark.parametrize("argv,named", MISTAKES)
+def test_user_mistakes_are_one_line_exit_2(argv, named, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FINHALLU_NLI_PATH", str(tmp_path / "no-model"))
+    rc = main([*argv, "--home", str(tmp_path / "home")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and named in err and "Traceback" not in err, err
+
+
+def test_a_missing_local_model_is_named_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FINHALLU_NLI_PATH", str(tmp_path / "no-model"))
+    rc = main(["build", "--profile", "demo", "--home", str(tmp_path / "h"), "--set", "detect.detectors.nli={}"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "detect.detectors.nli" in err and "NLI" in err
+    assert not (tmp_path / "h" / "tables").exists()

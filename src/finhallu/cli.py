@@ -78,7 +78,7 @@ def _validation_line(err: dict) -> str:
     return f"{where}: {err['msg']}{got}"
 
 
-def config_problem(profile: str, sets: list[str] | None) -> str | None:
+def config_problem(profile: str, sets: list[str] | None, detectors: list[str] | None = None) -> str | None:
     """What is wrong with a profile and its `--set` overrides, in one line; None when it validates.
     Checked before any work starts (no API server, no lock, no stage)."""
     import yaml
@@ -90,11 +90,38 @@ def config_problem(profile: str, sets: list[str] | None) -> str | None:
         overrides: dict = {}
         for expr in sets or []:
             overrides = merge_dicts(overrides, parse_override(expr))
-        load_config(profile, overrides or None)
+        cfg = load_config(profile, overrides or None)
     except ValidationError as exc:
         return "; ".join(_validation_line(e) for e in exc.errors())
     except (FileNotFoundError, ValueError, yaml.YAMLError) as exc:
         return " ".join(str(exc).split())
+    return detectors_problem(cfg.detect.detectors, only=detectors)
+
+
+def detectors_problem(configured: dict[str, dict], only: list[str] | None = None) -> str | None:
+    """The first detector that cannot run (unknown name or parameter, missing local model)."""
+    from finhallu.tasks.detectors import detector_problem
+
+    for name in only or sorted(configured):
+        problem = detector_problem(name, configured.get(name, {}))
+        if problem:
+            return f"detect.detectors.{name}: {problem}"
+    return None
+
+
+def evaluate_problem(home: Path, profile: str, detectors: list[str] | None, dataset_version: int | None) -> str | None:
+    """What keeps `evaluate` from starting: the profile, a detector, the samples version."""
+    from finhallu.warehouse import TableStore
+
+    problem = config_problem(profile, None, detectors)
+    if problem:
+        return problem
+    store = TableStore(home)
+    versions = [r["version"] for r in store.records("samples")]
+    if not versions:
+        return f"no samples published in {home}; run `finhallu build` first"
+    if dataset_version is not None and dataset_version not in versions:
+        return f"samples version {dataset_version} is not published (published: {versions})"
     return None
 
 
@@ -108,6 +135,10 @@ def cmd_build(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
+    problem = evaluate_problem(_home(args), args.profile, args.detector, args.dataset_version)
+    if problem:
+        print(f"finhallu evaluate: {problem}", file=sys.stderr)
+        return 2
     with prefect_api(_home(args)) as ready:
         from finhallu.flows.evaluate import run_evaluate
 
@@ -125,6 +156,10 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_eval_external(args) -> int:
+    problem = config_problem(args.profile, None, args.detector)
+    if problem:
+        print(f"finhallu eval-external: {problem}", file=sys.stderr)
+        return 2
     with prefect_api(_home(args)) as ready:
         from finhallu.flows.external import run_eval_external
 

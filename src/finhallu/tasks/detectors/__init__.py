@@ -94,6 +94,9 @@ class Detector:
     batch: bool = False
     version: str = "1"
     describe: Callable[[dict, DetectorContext], dict] | None = None  # extra config to record (e.g. LLM backend)
+    # What the detector needs that the data does not carry (a local model, a parameter in range),
+    # checked before any work: returns a one-line problem or None.
+    preflight: Callable[[dict], str | None] | None = None
 
     def params(self, overrides: dict) -> dict:
         unknown = set(overrides) - set(self.defaults)
@@ -119,12 +122,24 @@ class Detector:
 
 
 def register_detector(name: str, *, batch: bool = False, version: str = "1",
-                      describe: Callable[[dict, DetectorContext], dict] | None = None, **defaults):
+                      describe: Callable[[dict, DetectorContext], dict] | None = None,
+                      preflight: Callable[[dict], str | None] | None = None, **defaults):
     def deco(fn):
-        DETECTORS[name] = Detector(name, fn, defaults, batch, version, describe)
+        DETECTORS[name] = Detector(name, fn, defaults, batch, version, describe, preflight)
         return fn
 
     return deco
+
+
+def detector_problem(name: str, params: dict | None) -> str | None:
+    """One line on what keeps a configured detector from running (unknown name, unknown parameter,
+    a missing requirement); None when it can run."""
+    try:
+        det = get_detector(base_name(name))
+        full = det.params(params or {})
+    except (KeyError, ValueError) as exc:
+        return str(exc).strip("'\"")
+    return det.preflight(full) if det.preflight else None
 
 
 def base_name(name: str) -> str:

@@ -110,7 +110,17 @@ def _describe(params: dict, ctx) -> dict:
     return {"model_id": load_scorer(params)[1]}
 
 
-@register_detector("nli", batch=True, version="1", describe=_describe, model=None, device="cpu", batch_size=16,
+def _preflight(params: dict) -> str | None:
+    if params["aggregate"] not in ("min", "mean"):
+        return f"nli: aggregate must be min or mean, got {params['aggregate']!r}"
+    try:
+        resolve_model_dir(params["model"] or DEFAULT_MODEL, "config.json", env_var=ENV, what="NLI cross-encoder")
+    except ModelNotAvailableError as exc:
+        return " ".join(str(exc).split())
+    return None
+
+
+@register_detector("nli", batch=True, version="1", describe=_describe, preflight=_preflight, model=None, device="cpu", batch_size=16,
                    aggregate="min", threshold=0.5, coverage_threshold=0.5, use_history=True, max_premise_chars=2000)
 def detect(samples: list[dict], params: dict, ctx=None) -> list[Detection]:
     if params["aggregate"] not in ("min", "mean"):
