@@ -73,10 +73,10 @@ def test_deploy_and_run_evaluate_with_process_worker(demo_build, tmp_path):
         assert after == before + 1  # a detections version holding only numeric_grounding
         # An LLM role's key from a Prefect Secret block on this server (no env var set).
         code = ("from prefect.blocks.system import Secret\n"
-                "Secret(value='sk-from-block-0123').save('finhallu-openai', overwrite=True)\n"
+                "Secret(value='sk-from-block-0123456789abcdef').save('finhallu-openai', overwrite=True)\n"
                 "from finhallu.llm.keys import resolve_key\n"
                 "print(resolve_key('assistant_llm', {'provider': 'openai', 'model': 'gpt-4o',"
-                " 'api_key_secret': 'finhallu-openai'}) == 'sk-from-block-0123')")
+                " 'api_key_secret': 'finhallu-openai'}) == 'sk-from-block-0123456789abcdef')")
         key_env = {k: v for k, v in env.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
         out = subprocess.run([sys.executable, "-c", code], env=key_env, capture_output=True, text=True, timeout=120)
         assert out.stdout.strip() == "True", out.stderr[-2000:]

@@ -147,7 +147,7 @@ def cmd_evaluate(args) -> int:
         ready()
         try:
             out = run_evaluate(_home(args), profile=args.profile, dataset_version=args.dataset_version,
-                               detectors=args.detector, wait_s=args.wait)
+                               detectors=args.detector, wait_s=args.wait, make_current=args.make_current)
         except MissingKeyError as exc:
             print(f"evaluate: not started: {exc}", file=sys.stderr)
             return 2
@@ -297,10 +297,20 @@ def cmd_ui(args) -> int:
 
 
 def cmd_report(args) -> int:
+    """The latest build's report, or one evaluation's (`--eval ID`: an evaluate or eval-external id)."""
     home = _home(args)
-    reports = sorted((home / "reports").glob("*/index.html"), key=lambda p: p.stat().st_mtime)
+    if args.eval:
+        path = home / "reports" / args.eval / "index.html"
+        if not path.exists():
+            known = sorted(p.parent.name for p in (home / "reports").glob("*/index.html"))
+            print(f"finhallu report: no report {args.eval!r} (reports: {', '.join(known) or 'none'})", file=sys.stderr)
+            return 2
+        print(path)
+        return 0
+    reports = sorted((p for p in (home / "reports").glob("*/index.html") if not p.parent.name.startswith(("eval-", "ext-"))),
+                     key=lambda p: p.stat().st_mtime)
     if not reports:
-        print(f"no report under {home / 'reports'}; run `finhallu build` first", file=sys.stderr)
+        print(f"no build report under {home / 'reports'}; run `finhallu build` first", file=sys.stderr)
         return 1
     print(reports[-1])
     return 0
@@ -439,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--dataset-version", type=int, default=None, help="samples version (default: current)")
     e.add_argument("--detector", action="append", help="detector name (repeatable; default: the profile's)")
     e.add_argument("--wait", type=float, default=0.0)
+    e.add_argument("--make-current", action="store_true",
+                   help="make this evaluation's results the plain views' (default: added beside the build's)")
     e.set_defaults(fn=cmd_evaluate)
     x = add("eval-external", help="run detectors on an external labelled dataset (RAGTruth, HaluEval, JSONL/CSV)")
     x.add_argument("--format", required=True,
@@ -458,7 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     u = add("ui", help="start the Prefect UI on 127.0.0.1")
     u.add_argument("--port", type=int, default=4200)
     u.set_defaults(fn=cmd_ui)
-    add("report", help="print the latest report's path").set_defaults(fn=cmd_report)
+    rp = add("report", help="print the latest build's report path (or an evaluation's with --eval)")
+    rp.add_argument("--eval", help="an evaluation id (eval-... or ext-...; see the reports folder)")
+    rp.set_defaults(fn=cmd_report)
     add("export", help="write JSONL/SFT exports of the current samples").set_defaults(fn=cmd_export)
     f = add("fetch", help="download filings from EDGAR or OpenDART into a folder for a profile's sources")
     fsub = f.add_subparsers(dest="source", required=True)

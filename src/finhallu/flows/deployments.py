@@ -20,6 +20,8 @@ def rebuild(profile: str = "demo", home: str = "data", wait_s: float = 3600.0) -
 
 @flow(name="finhallu-evaluate", log_prints=True)
 def evaluate(home: str = "data", profile: str = "demo", dataset_version: int | None = None,
-             detectors: list[str] | None = None, wait_s: float = 3600.0) -> dict:
-    """Run detectors on a published samples version (default: the current one)."""
-    return run_evaluate(home, profile=profile, dataset_version=dataset_version, detectors=detectors, wait_s=wait_s)
+             detectors: list[str] | None = None, wait_s: float = 3600.0, make_current: bool = False) -> dict:
+    """Run detectors on a published samples version (default: the current one); its results are
+    added beside the build's, and replace them in the plain views only with make_current."""
+    return run_evaluate(home, profile=profile, dataset_version=dataset_version, detectors=detectors, wait_s=wait_s,
+                        make_current=make_current)

@@ -1,7 +1,8 @@
 """Evaluate detectors on any published samples version: detect -> metrics -> report, cached like a build.
 
-Current versions move only when the evaluated samples version is the current one, so the
-plain views stay one consistent snapshot; every result is in `<table>_all` with its eval_id.
+An evaluation is additive: its results land in `<table>_all` under its own eval id (the
+`build_id` column) and its report under `reports/<eval id>/`; the plain views keep the build's
+results. Only `make_current` (CLI `--make-current`), on the current samples version, moves them.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def run_eval_stages(cfg, home: str, build_id: str, refs: dict[str, TableRef]) ->
 
 
 def run_evaluate(home: str | Path, profile: str = "demo", dataset_version: int | None = None,
-                 detectors: list[str] | None = None, wait_s: float = 0.0) -> dict:
+                 detectors: list[str] | None = None, wait_s: float = 0.0, make_current: bool = False) -> dict:
     home = Path(home).resolve()
     catalog = Catalog(home)
     build_id = "eval-" + new_build_id()
@@ -79,7 +80,7 @@ def run_evaluate(home: str | Path, profile: str = "demo", dataset_version: int |
         stats = _stats_for(catalog, samples)
         with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):
             refs = evaluate_flow(str(home), profile, build_id, overrides, samples, stats)
-        current = catalog.store.current().get("samples") == samples.version
+        current = make_current and catalog.store.current().get("samples") == samples.version
         if current:
             catalog.store.set_current([refs[n] for n in ("detections", "metrics", "confusion", "detector_tests", "report_index")])
         catalog.refresh_views()

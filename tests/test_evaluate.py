@@ -1,0 +1,35 @@
+"""`finhallu evaluate` adds an evaluation beside the build's results; `--make-current` replaces them."""
+
+import json
+
+import duckdb
+
+from conftest import run_cli
+
+
+def _detectors(home) -> set[str]:
+    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    try:
+        return {d for (d,) in con.execute("SELECT DISTINCT detector FROM metrics").fetchall()}
+    finally:
+        con.close()
+
+
+def test_evaluate_is_additive_unless_made_current(demo_build):
+    home, _ = demo_build
+    before = _detectors(home)
+    assert len(before) > 2
+    proc = run_cli("evaluate", "--detector", "numeric_grounding", home=home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["became_current"] is False and _detectors(home) == before
+    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    try:
+        ev = con.execute("SELECT DISTINCT m.detector FROM metrics_all m JOIN table_versions v ON v.name = 'metrics' "
+                         "AND v.version = m.version WHERE v.build_id = ?", [out["build_id"]]).fetchall()
+    finally:
+        con.close()
+    assert ev == [("numeric_grounding",)]
+    report = run_cli("report", home=home).stdout.strip()
+    assert out["build_id"] not in report  # the build's report, not the evaluation's
+    assert run_cli("report", "--eval", out["build_id"], home=home).stdout.strip().endswith(f"{out['build_id']}/index.html")
