@@ -33,3 +33,13 @@ def test_evaluate_is_additive_unless_made_current(demo_build):
     report = run_cli("report", home=home).stdout.strip()
     assert out["build_id"] not in report  # the build's report, not the evaluation's
     assert run_cli("report", "--eval", out["build_id"], home=home).stdout.strip().endswith(f"{out['build_id']}/index.html")
+
+
+def test_status_is_a_table_and_builds_record_their_prefect_run(demo_build):
+    home, summary = demo_build
+    table = run_cli("status", home=home)
+    assert table.returncode == 0 and summary["build_id"] in table.stdout and "succeeded" in table.stdout
+    assert not table.stdout.lstrip().startswith("{")
+    records = json.loads(run_cli("status", "--json", home=home).stdout)
+    build = next(b for b in records["builds"] if b["build_id"] == summary["build_id"])
+    assert build["flow_run_id"] and len(build["flow_run_id"]) >= 32  # links the build to its UI page

@@ -254,8 +254,15 @@ def _print_summary(console, home: Path, outcome) -> None:
         console.print(f"detector {det}: binary F1 {v} [{lo}, {hi}]")
     for w in warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    console.print(f"warehouse: duckdb -readonly {home / 'warehouse.duckdb'}")
+    shell = Path(sys.executable).parent / "duckdb"  # the venv's duckdb CLI (not on PATH unless activated)
+    console.print(f"warehouse: {shell if shell.exists() else 'duckdb'} -readonly {home / 'warehouse.duckdb'}")
     console.print(f"report:    {outcome.report}")
+    if outcome.flow_run_id:
+        from finhallu.flows.local_api import running_ui_url
+
+        ui = running_ui_url(home)
+        console.print(f"prefect:   {ui[:-len('/api')]}/runs/flow-run/{outcome.flow_run_id}" if ui else
+                      f"prefect:   run {outcome.flow_run_id} (browse it with `finhallu ui --home {home}`)")
 
 
 def cmd_stages(args) -> int:
@@ -381,7 +388,15 @@ def cmd_status(args) -> int:
     catalog = Catalog(_home(args))
     builds = catalog.builds()[-args.last:]
     current = catalog.store.current()
-    print(json.dumps({"current": current, "builds": builds}, ensure_ascii=False, indent=1))
+    if args.json:
+        print(json.dumps({"current": current, "builds": builds}, ensure_ascii=False, indent=1))
+        return 0
+    print("current tables: " + ", ".join(f"{n}@{v}" for n, v in sorted(current.items())) if current else "no current tables")
+    print(f"{'build':<30}{'status':<13}{'started':<22}{'ran':>4}{'cached':>7}  failed stage / report")
+    for b in builds:
+        tail = b.get("failed_stage") or b.get("report") or ""
+        print(f"{b['build_id']:<30}{b.get('status') or '':<13}{(b.get('started_at') or '')[:19]:<22}"
+              f"{len(b.get('stages_run') or []):>4}{len(b.get('stages_cached') or []):>7}  {tail}")
     return 0
 
 
@@ -508,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     ag.set_defaults(fn=cmd_agreement)
     st = add("status", help="current table versions and recent builds")
     st.add_argument("--last", type=int, default=5)
+    st.add_argument("--json", action="store_true", help="print the records as JSON")
     st.set_defaults(fn=cmd_status)
     args = parser.parse_args(argv)
     prepare_prefect_env(_home(args), args.verbose)

@@ -40,6 +40,7 @@ class BuildOutcome:
     message: str = ""
     report: str | None = None
     seconds: float = 0.0
+    flow_run_id: str | None = None  # the Prefect run (its UI page: /runs/flow-run/<id>)
 
 
 def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
@@ -78,7 +79,10 @@ def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = 
     catalog.refresh_views()
     if until is None:  # compare.html beside the report + keyed Prefect artifacts of this run
         finalize_evaluation(home, build_id, refs)
-    return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed}
+    from prefect.runtime import flow_run
+
+    return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed,
+            "flow_run_id": flow_run.id}
 
 
 def _write_report(home: Path, build_id: str, ref: TableRef) -> Path:
@@ -142,6 +146,7 @@ def run_build(profile: str, home: str | Path, overrides: dict | None = None, wai
                 out = build_flow(profile=profile, home=str(home), build_id=build_id, overrides=overrides, until=until)
             outcome.status = "succeeded"
             outcome.refs, outcome.stages_run, outcome.stages_cached = out["refs"], out["ran"], out["cached"]
+            outcome.flow_run_id = out.get("flow_run_id")
             if until is None:
                 outcome.report = str(_write_report(home, build_id, out["refs"]["report_index"]))
                 export_files(home, out["refs"]["samples"])
@@ -158,6 +163,7 @@ def run_build(profile: str, home: str | Path, overrides: dict | None = None, wai
 def _finish(catalog: Catalog, record: dict, outcome: BuildOutcome, t0: float) -> None:
     outcome.seconds = time.perf_counter() - t0
     record.update(status=outcome.status, finished_at=utc_now(), stages_run=outcome.stages_run,
+                  flow_run_id=outcome.flow_run_id,
                   stages_cached=outcome.stages_cached, failed_stage=outcome.failed_stage,
                   message=outcome.message[:4000], report=outcome.report)
     catalog.record_build(record)
