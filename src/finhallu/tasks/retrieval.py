@@ -23,7 +23,7 @@ from finhallu.tasks.embedders.hybrid import HybridEmbedder
 from finhallu.tasks.embedding import embedder_for_model
 from finhallu.tasks.index import build_index
 from finhallu.taxonomy import answer_is_checkable
-from finhallu.text.normalize import contains_normalized, normalize
+from finhallu.text.normalize import contains_normalized
 from finhallu.text.quantities import quantities, states_value
 from finhallu.text.words import content_words
 
