@@ -35,6 +35,61 @@ def _table_md(table) -> str:
     return grid_to_markdown(rows)
 
 
+class _BodyWalker:
+    """BODY -> blocks: SECTION-n/TITLE nesting becomes the section path; consecutive P become one
+    text block; each TABLE one table block, captioned by the unit note (단위) printed above it."""
+
+    def __init__(self, doc_id: str):
+        self.doc_id = doc_id
+        self.blocks: list[Block] = []
+
+    def blocks_of(self, body) -> list[Block]:
+        self._walk(body, [])
+        return self.blocks
+
+    def _add(self, titles: list[str], kind: str, text: str) -> None:
+        path = " > ".join(titles)  # the current section's path, its own TITLE included
+        self.blocks.append(Block(f"{self.doc_id}-b{len(self.blocks) + 1}", path, kind, text, dart_role(path)))
+
+    def _walk(self, el, path_titles: list[str]) -> None:
+        pending: list[str] = []
+        unit_note = ""
+        titles = list(path_titles)
+
+        def flush():
+            if pending:
+                self._add(titles, "text", "\n".join(pending))
+                pending.clear()
+
+        for child in el:
+            if not isinstance(child.tag, str) or child.tag in ("COVER", "PGBRK", "IMAGE"):
+                continue
+            tag = child.tag
+            if tag == "TITLE":
+                flush()
+                # A TITLE outside any SECTION (e.g. the 목 차 heading) names no section.
+                titles = path_titles + [_text(child)] if el.tag.startswith("SECTION-") else path_titles
+            elif tag.startswith("SECTION-"):
+                flush()
+                self._walk(child, titles)
+            elif tag == "P":
+                t = _text(child)
+                if t and _UNIT_RE.match(t):
+                    unit_note = t
+                elif t:
+                    pending.append(t)
+            elif tag in ("TABLE", "TABLE-GROUP"):
+                for tb in [child] if tag == "TABLE" else list(child.iter("TABLE")):
+                    md = _table_md(tb)
+                    if md:
+                        flush()
+                        self._add(titles, "table", (unit_note + "\n" if unit_note else "") + md)
+                unit_note = ""
+            else:
+                self._walk(child, titles)
+        flush()
+
+
 @register_source("dart", patterns=("*.xml", "*.xhml"))
 def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     try:
@@ -67,56 +122,8 @@ def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
         yield Quarantined("dart", str(path), None, "COMPANY-NAME", "document has no company name")
         return
     doc_id = f"dart-{corp_code or path.stem}-{period_end or 'na'}-{report_el.get('ACODE') if report_el is not None else 'x'}"
-    blocks: list[Block] = []
     body = root.find("BODY")
-
-    def walk(el, path_titles: list[str]):
-        pending_text: list[str] = []
-        unit_note = ""
-
-        def flush():
-            if pending_text:
-                # The current section's path (its own TITLE included), as for tables.
-                blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(titles), "text", "\n".join(pending_text),
-                                    dart_role(" > ".join(titles))))
-                pending_text.clear()
-
-        titles = list(path_titles)
-        for child in el:
-            if not isinstance(child.tag, str):
-                continue
-            tag = child.tag
-            if tag == "TITLE":
-                flush()
-                # A TITLE outside any SECTION (e.g. the 목 차 heading) names no section.
-                titles = path_titles + [_text(child)] if el.tag.startswith("SECTION-") else path_titles
-            elif tag.startswith("SECTION-"):
-                flush()
-                walk(child, titles)
-            elif tag == "P":
-                t = _text(child)
-                if t and _UNIT_RE.match(t):
-                    unit_note = t
-                elif t:
-                    pending_text.append(t)
-            elif tag in ("TABLE", "TABLE-GROUP"):
-                tables = [child] if tag == "TABLE" else list(child.iter("TABLE"))
-                for tb in tables:
-                    md = _table_md(tb)
-                    if md:
-                        flush()
-                        caption = (unit_note + "\n") if unit_note else ""
-                        blocks.append(Block(f"{doc_id}-b{len(blocks) + 1}", " > ".join(titles), "table", caption + md,
-                                            dart_role(" > ".join(titles))))
-                unit_note = ""
-            elif tag in ("COVER", "PGBRK", "IMAGE"):
-                continue
-            else:
-                walk(child, titles)
-        flush()
-
-    if body is not None:
-        walk(body, [])
+    blocks = _BodyWalker(doc_id).blocks_of(body) if body is not None else []
     if not blocks:
         yield Quarantined("dart", str(path), None, "BODY", "document has no text")
         return
