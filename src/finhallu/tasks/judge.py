@@ -113,11 +113,20 @@ def _specific_terms(text: str) -> set[str]:
 @operation("judge_dialogue", DialogueScores)
 def judge_dialogue(turns: list[dict], lang: str) -> DialogueScores:
     """turns: [{turn_index, kind, reconfirms_turn, query, standalone_query, response, answerable,
-    clue, answer, gold_passage, doc, context: [passage texts]}] in order."""
+    clue, answer, gold_passage, doc, context: [passage texts]}] in order. Each criterion appends
+    its findings to `reasons`, prefixed by the criterion's name."""
     reasons: list[str] = []
-    by_index = {t["turn_index"]: t for t in turns}
+    answerability = _answerability(turns, reasons)
+    correctness = _correctness(turns, lang, reasons)
+    plausibility = _plausibility(turns, reasons)
+    diversity = _diversity(turns, reasons)
+    coherency = _coherency(turns, reasons)
+    return DialogueScores(answerability=answerability, plausibility=plausibility, correctness=correctness,
+                          diversity=diversity, coherency=coherency, reasons=reasons)
 
-    # answerability
+
+def _answerability(turns: list[dict], reasons: list[str]) -> float:
+    """Share of turns whose context holds the evidence (answerable) or holds none of it (unanswerable)."""
     ans_ok = []
     for t in turns:
         answer = t["answer"] if _yesno(t["answer"]) is None and len(normalize(t["answer"] or "")) >= 2 else None
@@ -134,8 +143,12 @@ def judge_dialogue(turns: list[dict], lang: str) -> DialogueScores:
             if not ok:
                 reasons.append(f"answerability: turn {t['turn_index']} is labelled unanswerable but a passage holds the evidence")
         ans_ok.append(ok)
+    return sum(ans_ok) / len(ans_ok)
 
-    # correctness
+
+def _correctness(turns: list[dict], lang: str, reasons: list[str]) -> float:
+    """Share of responses that answer (or refuse) as the gold passage allows, with every claim supported."""
+    by_index = {t["turn_index"]: t for t in turns}
     correct = []
     for t in turns:
         resp, flaws = t["response"], []
@@ -161,8 +174,12 @@ def judge_dialogue(turns: list[dict], lang: str) -> DialogueScores:
             flaws += _unsupported(resp, support, lang)
         correct.append(not flaws)
         reasons += [f"correctness: turn {t['turn_index']} {f}" for f in flaws]
+    return sum(correct) / len(correct)
 
-    # plausibility (user utterances)
+
+def _plausibility(turns: list[dict], reasons: list[str]) -> int:
+    """1-3: how many user utterances are well-formed, unbroken, not repeated, reconfirms that say what."""
+    by_index = {t["turn_index"]: t for t in turns}
     plausible, seen = [], set()
     for t in turns:
         q, flaws = t["query"].strip(), []
@@ -182,8 +199,11 @@ def judge_dialogue(turns: list[dict], lang: str) -> DialogueScores:
         reasons += [f"plausibility: turn {t['turn_index']} {f}: {q[:50]}" for f in flaws]
     share = sum(plausible) / len(plausible)
     plausibility = 3 if share == 1 else 2 if share >= 0.8 else 1
+    return plausibility
 
-    # diversity (reconfirm turns excluded)
+
+def _diversity(turns: list[dict], reasons: list[str]) -> int:
+    """1-3: no question asked twice, and little overlap between the main questions (reconfirms excluded)."""
     main = [t for t in turns if t["kind"] != "reconfirm"]
     overlaps, repeats = [], []
     for a, b in combinations(main, 2):
@@ -195,8 +215,11 @@ def judge_dialogue(turns: list[dict], lang: str) -> DialogueScores:
     mean_overlap = sum(overlaps) / len(overlaps) if overlaps else 0.0
     diversity = 1 if repeats else 3 if mean_overlap < 0.3 else 2
     reasons += repeats
+    return diversity
 
-    # coherency
+
+def _coherency(turns: list[dict], reasons: list[str]) -> int:
+    """1-3: each turn stays in a document already discussed or moves on through a shared specific term."""
     jumps, soft = [], []
     for i, t in enumerate(turns[1:], start=1):
         if t["kind"] == "reconfirm":
@@ -214,10 +237,7 @@ def judge_dialogue(turns: list[dict], lang: str) -> DialogueScores:
             jumps.append(f"coherency: turn {t['turn_index']} jumps to an unrelated topic: {t['standalone_query'][:50]}")
     coherency = 1 if jumps else 2 if soft else 3
     reasons += jumps + soft
-
-    return DialogueScores(answerability=sum(ans_ok) / len(ans_ok), plausibility=plausibility,
-                          correctness=sum(correct) / len(correct), diversity=diversity, coherency=coherency,
-                          reasons=reasons)
+    return coherency
 
 
 def dialogue_payload(turns: list[dict], passages: dict[str, str], doc_of: dict[str, str]) -> list[dict]:
