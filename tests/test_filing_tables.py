@@ -131,3 +131,9 @@ def test_statements_carry_the_financial_statements_role_whatever_item_they_follo
     roles = {b.role for b in doc.blocks}
     assert {"risk_factors", "mda"} <= roles
     assert all(b.role == "mda" for b in doc.blocks if b.section_path.startswith("Item 7."))
+
+
+def test_an_empty_item_stays_a_section(real_data):
+    doc = next(d for d in load_10k(_fixture(real_data, "nvda-10-k-2025-02-26.html")) if hasattr(d, "blocks"))
+    empty = [b for b in doc.blocks if b.section_path.startswith("Item 6.")]
+    assert len(empty) == 1 and empty[0].text == "" and "Reserved" in empty[0].section_path

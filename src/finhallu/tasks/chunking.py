@@ -93,6 +93,8 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         if doc["source"] != "aihub":
             blocks = _packed_blocks(blocks, int(cfg.max_tokens * PACK_FRACTION), count)
         for b in blocks:
+            if not b["text"].strip():
+                continue  # an empty section (kept in documents.blocks) has nothing to retrieve
             splitter = _split_table if b["kind"] == "table" and parse_markdown_table(b["text"])[0] else _split_text
             pieces = splitter(b["text"], cfg.max_tokens, count, doc["lang"])
             for i, (start, text) in enumerate(pieces):

@@ -180,6 +180,8 @@ def load_10k(path: Path) -> Iterator[LoadedDoc | Quarantined]:
         section = f"Item {item}. " + re.sub(r"^\s*item\s*\w+(?:\s*\(T\))?\s*[.:\-–—]?\s*", "", heading, flags=re.IGNORECASE)[:120]
         for j, ((kind, text), role) in enumerate(zip(item_blocks, tenk_roles(item, item_blocks))):
             blocks.append(Block(f"{doc_id}-item{item}-{j + 1}", section.strip(), kind, text, role))
+        if not item_blocks:  # an empty Item ("Item 6. [Reserved]") stays a section, with no text
+            blocks.append(Block(f"{doc_id}-item{item}-0", section.strip(), "text", "", tenk_roles(item, [("text", "")])[0]))
     if not _HTML_END.search(raw[-4000:]):
         yield Quarantined("sec10k", str(path), doc_id, "file", "the file ends before </html> (truncated?): "
                           "the document was loaded from the part that is there")
