@@ -150,7 +150,8 @@ def test_eval_external_cli_end_to_end(tmp_path):
                    "--detector", "learned", "--detector", "llm_judge", "--json", home=home, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["dataset"] == "ragtruth" and out["samples"] == 36 and set(out["metrics"]) == {"numeric_grounding", "learned", "llm_judge"}
+    assert out["dataset"] == "ragtruth" and out["samples"] == 36 and set(out["metrics"]) == {
+        "numeric_grounding", "learned", "llm_judge", "baseline_length", "baseline_novel_tokens", "baseline_verbatim_copy"}
     assert out["metrics"]["numeric_grounding"]["all"]["binary_f1"]["ci"] is not None
     assert Path(out["report"]).is_file() and (Path(out["report"]).parent / "compare.html").is_file()
     assert "<svg" in Path(out["report"]).read_text()

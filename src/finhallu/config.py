@@ -273,6 +273,9 @@ class DetectConfig(_Section):
     detectors: dict[str, dict] = Field(default_factory=lambda: {
         "numeric_grounding": {}, "lexical_support": {}, "embedding_similarity": {}, "refusal_answerability": {},
         "llm_judge": {}, "learned": {}})
+    # The trivial baselines (tasks/detectors/baselines.py: length, novel-token share, verbatim copy)
+    # run beside the detectors in every evaluation, so no score is read without them.
+    baselines: bool = True
 
 
 class MetricsConfig(_Section):

@@ -57,4 +57,9 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     samples = inputs["samples"]
     eval_id = eval_id_for(dataset_of(samples), ctx.input_hashes.get("samples", "unversioned"))
     dctx = DetectorContext(seed=ctx.seed, roles=ctx.roles, cache_dir=ctx.cache_dir)
-    return {"detections": run_detectors(samples, cfg.detectors, eval_id, dctx, ctx.progress)}
+    detectors = dict(cfg.detectors)
+    if cfg.baselines:
+        from finhallu.tasks.detectors.baselines import BASELINES
+
+        detectors.update({b: detectors.get(b, {}) for b in BASELINES})
+    return {"detections": run_detectors(samples, detectors, eval_id, dctx, ctx.progress)}
