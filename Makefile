@@ -28,6 +28,7 @@ demo: $(STAMP)
 	$(VENV)/bin/finhallu build --profile demo --home $(HOME_DIR)
 
 test: $(TEST_STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest -q
 
 ui: $(STAMP)

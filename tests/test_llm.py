@@ -3,7 +3,6 @@ the official SDKs: structured output, retries, repair, cache, ledger, keys, batc
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time

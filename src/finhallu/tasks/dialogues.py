@@ -21,7 +21,7 @@ import polars as pl
 
 from finhallu.config import DialogueConfig
 from finhallu.llm.router import LLMRouter
-from finhallu.tasks import questions, responses  # noqa: F401  (register the dialogue operations)
+from finhallu.tasks import questions as _questions, responses as _responses  # noqa: F401  (register the operations)
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.text.normalize import contains_normalized
 
