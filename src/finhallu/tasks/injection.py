@@ -30,7 +30,7 @@ from finhallu.config import InjectConfig
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, SPLITS
 from finhallu.tasks.base import Frames, StageContext, rows_frame
-from finhallu.tasks.inject import Injected, TurnView, entities, load_injectors
+from finhallu.tasks.inject import Injected, TurnView, entities, fabricate, load_injectors
 from finhallu.tasks.inject.ops import InjectOut
 from finhallu.tasks.inject.verify import edit_distance
 
@@ -50,6 +50,7 @@ def _views(dialogue: dict, turns: list[dict], data: dict, variant: str) -> list[
             sibling_seeds=[s for s in data["by_doc"].get(dialogue["doc_id"], []) if s["seed_id"] != seed["seed_id"]],
             hard_negatives=negs.get(t["seed_id"], []), seed=seed, doc_id=dialogue["doc_id"], variant=variant,
             entities=data["entities"].get((dialogue["split"], dialogue["lang"])),
+            claims=data["claims"].get((dialogue["split"], dialogue["source"], dialogue["lang"])),
         ))
     return views
 
@@ -209,7 +210,9 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                                           .group_by("split", "lang"), key=lambda g: g[0]):
             inventories[(split, lang)] = entities.EntityInventory.build(part.sort("passage_id")["text"].to_list(), lang)
     data = {"passages": {p["passage_id"]: p for p in passages.iter_rows(named=True)},
-            "seeds": seeds, "negatives": negatives, "by_doc": by_doc, "entities": inventories}
+            "seeds": seeds, "negatives": negatives, "by_doc": by_doc, "entities": inventories,
+            "claims": fabricate.inventories(inputs["passages"], dialogues["split"].unique().to_list())
+            if "unverifiable" in cfg.types else {}}
 
     leaves = _leaves(cfg, registry)
     rows, done = [], 0

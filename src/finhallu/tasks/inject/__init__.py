@@ -33,6 +33,12 @@ class TurnView:
     variant: str  # injector name, e.g. rules_a / rules_b: selects phrasing banks
     passages: dict[str, dict] = field(default_factory=dict)
     entities: Any = None  # an entities.EntityInventory of the turn's split and language (entity_error)
+    claims: Any = None  # a fabricate.ClaimInventory of the turn's split, source and language (fabricated_detail)
+    donors: list[str] = field(default_factory=list)  # the corpus claims `claims` ranks for this turn, as plain data
+
+    def donor_claims(self) -> list[str]:
+        """Corpus claims on this turn's topic (fabricated_detail): ranked from the inventory, or as carried."""
+        return self.claims.donors(self) if self.claims is not None else list(self.donors)
 
     @property
     def history_text(self) -> str:
@@ -60,7 +66,7 @@ class TurnView:
                               for p in self.other_context],
             "sibling_seeds": [pick(s, self._SEED_KEYS) for s in self.sibling_seeds],
             "hard_negatives": list(self.hard_negatives), "seed": pick(self.seed, self._SEED_KEYS),
-            "doc_id": self.doc_id, "variant": self.variant, "lang": self.lang,
+            "doc_id": self.doc_id, "variant": self.variant, "lang": self.lang, "donors": self.donor_claims(),
         }
 
     @classmethod
@@ -68,7 +74,7 @@ class TurnView:
         return cls(turn=dict(p["turn"]), history=list(p["history"]), lang=p["lang"], evidence=list(p["evidence"]),
                    gold_text=p["gold_text"], other_context=list(p["other_context"]), sibling_seeds=list(p["sibling_seeds"]),
                    hard_negatives=list(p["hard_negatives"]), seed=dict(p["seed"]), doc_id=p["doc_id"],
-                   variant=p["variant"])
+                   variant=p["variant"], donors=list(p.get("donors") or []))
 
 
 @dataclass

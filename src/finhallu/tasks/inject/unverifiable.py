@@ -1,5 +1,11 @@
 """Unverifiable: the response adds what the evidence cannot support (a fabricated detail or an opinion).
 
+Fabricated details are claims mined from other passages of the same split, source and language
+with every figure changed (fabricate.py); opinions are composed from a stance, the turn's topic
+or one of its aspects, and an evaluative predicate (opinion.py). Neither comes from a bank of
+whole sentences: a response-only classifier must not find the label in the added sentence's
+phrasing.
+
 The added sentence takes the place of a trailing supporting sentence when the response has
 one, so the edit stays minimal and the length does not give the label away.
 """
@@ -9,32 +15,11 @@ from __future__ import annotations
 import random
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
-from finhallu.tasks.inject.lexicon import FABRICATED, OPINIONS, ORGS
-from finhallu.tasks.inject.edits import malformed_numeral
+from finhallu.tasks.inject.fabricate import fabricated_detail
+from finhallu.tasks.inject.opinion import compose_opinion
 from finhallu.text.normalize import contains_normalized
-from finhallu.text.numbers import number_keys
 from finhallu.text.sentences import split_sentences
-from finhallu.text.words import content_words, particle
-
-_MONTHS = ["January", "March", "June", "September", "December"]
-
-
-def _bank(items: list[str], variant: str) -> list[str]:
-    # Two injectors draw from interleaved halves of each bank: different phrasing, same kinds of claims.
-    half = items[0::2] if variant.endswith("a") else items[1::2]
-    return half or items
-
-
-def _fill(template: str, lang: str, rng: random.Random) -> str:
-    values = dict(
-        year=rng.choice([2026, 2027]), month=rng.randint(1, 12), pct=rng.choice(["0.3", "0.5", "1.2", "2.5"]),
-        days=rng.choice([3, 5, 7, 14]), fee=rng.choice(["1,000", "2,000", "5,000"]), amount=rng.choice([30, 50, 200, 300]),
-        count=rng.choice([3, 12, 27, 41]), org=rng.choice(ORGS[lang]), quarter=rng.choice(["first", "third"]),
-        month_name=rng.choice(_MONTHS),
-    )
-    values["wa"] = particle(values["org"], "과/와")  # 시중은행과 / 주택도시보증공사와
-    return template.format(**values)
-
+from finhallu.text.words import content_words
 
 _YES_NO = {"예", "네", "아니오", "아니요", "yes", "no"}
 
@@ -72,16 +57,13 @@ def _place(view: TurnView, sentence: str, rng: random.Random) -> tuple[str, str]
 def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected | None:
     if not view.turn["answerable"]:
         return None
-    evidence_keys = set().union(*(number_keys(t) for t in view.evidence)) if view.evidence else set()
     if subtype == "fabricated_detail":
-        for _ in range(6):
-            sent = _fill(rng.choice(_bank(FABRICATED[view.lang], view.variant)), view.lang, rng)
-            if not (number_keys(sent) & evidence_keys) and not malformed_numeral(sent):
-                new, edit = _place(view, sent, rng)
-                return Injected("fabricated_detail", new, edit)
+        sent = fabricated_detail(view, view.donor_claims(), rng)
+    elif subtype == "subjective_opinion":
+        sent = compose_opinion(view, rng)
+    else:
         return None
-    if subtype == "subjective_opinion":
-        sent = rng.choice(_bank(OPINIONS[view.lang], view.variant))
-        new, edit = _place(view, sent, rng)
-        return Injected("subjective_opinion", new, edit)
-    return None
+    if not sent or contains_normalized(view.turn["response"], sent):
+        return None
+    new, edit = _place(view, sent, rng)
+    return Injected(subtype, new, edit)

@@ -1,0 +1,98 @@
+"""Unverifiable material from the corpus: fabricated details mined from same-type passages with
+every figure changed, opinions composed from stance, topic/aspect and evaluative predicate."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+
+from finhallu.tasks.inject import TurnView, load_injectors
+from finhallu.tasks.inject.fabricate import ClaimInventory, claim_sentences
+from finhallu.tasks.labelcheck.rules import RULES, Case
+from finhallu.text.numbers import number_keys
+from finhallu.text.quantities import quantities, states_value
+from finhallu.text.sentences import split_sentences
+
+INJ = load_injectors()
+
+GOLD = ("예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 원금과 소정의 이자를 보호합니다. "
+        "외화예금도 보호 대상에 포함됩니다.")
+CORPUS = [
+    {"passage_id": "a1", "doc_id": "d1", "text": "예금자보호 한도를 넘는 예금은 파산 배당을 통해 일부만 돌려받을 수 있으며, 평균 회수율은 약 45% 수준이다."},
+    {"passage_id": "a2", "doc_id": "d2", "text": "예금보험료율은 은행 0.08%, 저축은행 0.4%로 금융권마다 다르게 정해진다. 이는 위험도를 반영한 것이다."},
+    {"passage_id": "a3", "doc_id": "d3", "text": "| 구분 | 2024 |\n| 보호 한도 | 5,000 |"},
+    {"passage_id": "a4", "doc_id": "d4", "text": "적금은 만기 시 이자를 한꺼번에 받습니다. 보호 대상 예금의 보험금 지급은 보통 2개월 안에 시작됩니다."},
+]
+TENK_CORPUS = [{"passage_id": "t1", "doc_id": "k1", "text": "Net interest income increased $45 million, or 8%, to $612 million "
+                "in 2024, reflecting higher loan yields. The Bank operates 64 full-service branches in California."}]
+
+
+def view(response: str, lang: str = "ko", corpus=CORPUS, gold: str = GOLD, query: str = "예금자보호 한도는 얼마인가요?",
+         answer: str = "1억 원", variant: str = "rules_a") -> TurnView:
+    turn = {"turn_id": "dlg#t1", "turn_index": 1, "kind": "question", "response": response, "answerable": True,
+            "answer": answer, "clue_text": split_sentences(gold)[0], "standalone_query": query, "query": query,
+            "seed_id": "s1", "gold_passage_id": "p1"}
+    return TurnView(turn=turn, history=[], lang=lang, evidence=[gold], gold_text=gold, other_context=[], sibling_seeds=[],
+                    hard_negatives=[], seed={"seed_id": "s1", "passage_id": "p1"}, doc_id="doc", variant=variant,
+                    claims=ClaimInventory.build(corpus, lang))
+
+
+def added(before: str, after: str) -> str:
+    return next(s for s in split_sentences(after) if s not in split_sentences(before))
+
+
+def accepted(v: TurnView, new: str, label: str) -> bool:
+    case = Case(response=new, paired=v.turn["response"], evidence=v.evidence, history="", question=v.turn["query"],
+                answer=v.turn["answer"], clue=v.turn["clue_text"], lang=v.lang)
+    return not RULES[label].check(case)
+
+
+def test_claims_are_prose_sentences_with_figures_in_the_answers_register():
+    got = claim_sentences(CORPUS[1]["text"] + "\n" + CORPUS[2]["text"], "ko")
+    assert got == ["예금보험료율은 은행 0.08%, 저축은행 0.4%로 금융권마다 다르게 정해집니다."]  # -다 -> -ㅂ니다; table and 이는 left out
+
+
+def test_fabricated_detail_is_a_corpus_claim_with_every_figure_new():
+    v = view("예금자보호 한도는 1인당 1억 원입니다. 외화예금도 보호 대상에 포함됩니다.")
+    seen = set()
+    for seed in range(12):
+        out = INJ["unverifiable"].inject(v, "fabricated_detail", random.Random(seed))
+        sent = added(v.turn["response"], out.response)
+        seen.add(re.sub(r"\d[\d,.]*", "N", sent))
+        assert re.search(r"[가-힣]", sent) and not re.search(r"[A-Za-z]{3}", sent)  # the response's language
+        assert quantities(sent) and not any(states_value(GOLD, q) for q in quantities(sent))
+        assert not number_keys(sent) & number_keys(" ".join(c["text"] for c in CORPUS))  # values changed, not copied
+        assert accepted(v, out.response, "fabricated_detail")
+    assert len(seen) >= 2  # several donors, not one sentence
+
+
+def test_english_filing_gets_an_english_filing_claim():
+    gold = "Total assets were $18.4 billion at December 31, 2024."
+    v = view("Total assets were $18.4 billion at year end.", lang="en", corpus=TENK_CORPUS, gold=gold,
+             query="What was the net interest income and total assets?", answer="$18.4 billion")
+    out = INJ["unverifiable"].inject(v, "fabricated_detail", random.Random(3))
+    sent = added(v.turn["response"], out.response)
+    assert sent.startswith(("Net interest income", "The Bank")) and not re.search(r"[가-힣]", sent)
+    assert "$612 million" not in sent and "$45 million" not in sent and accepted(v, out.response, "fabricated_detail")
+
+
+def test_donor_that_restates_the_evidence_is_passed_over():
+    restating = [{"passage_id": "r1", "doc_id": "d9", "text": "예금보험공사는 금융회사가 파산하면 1인당 5천만 원까지 원금과 이자를 보호한다."}]
+    v = view("예금자보호 한도는 1인당 1억 원입니다.", corpus=restating)
+    assert v.donor_claims() == []  # changing its figure would contradict the evidence
+
+
+def test_opinions_vary_and_pass_the_label_rule_in_both_languages():
+    skeletons = Counter()
+    for lang, resp, query in (("ko", "예금자보호 한도는 1인당 1억 원입니다. 외화예금도 보호 대상에 포함됩니다.", "예금자보호 한도는 얼마인가요?"),
+                              ("en", "Net interest income was $612 million. It rose on loan yields.", "What was net interest income?")):
+        for variant in ("rules_a", "rules_b"):
+            for seed in range(20):
+                v = view(resp, lang=lang, query=query, answer="1억 원" if lang == "ko" else "$612 million", variant=variant)
+                out = INJ["unverifiable"].inject(v, "subjective_opinion", random.Random(seed))
+                sent = added(resp, out.response)
+                assert bool(re.search(r"[가-힣]", sent)) == (lang == "ko")
+                assert accepted(v, out.response, "subjective_opinion")
+                skeletons[re.sub(r"\d[\d,.]*", "N", sent)] += 1
+    assert max(skeletons.values()) / sum(skeletons.values()) <= 0.10
