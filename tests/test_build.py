@@ -195,16 +195,18 @@ def test_late_knob_reruns_only_descendants(demo_build):
 def test_failing_gate_stops_descendants_and_keeps_current(demo_build):
     home, _ = demo_build
     before = TableStore(home).current()
-    # A judge threshold no dialogue can meet (coherency is scored 1-3): nothing left to inject.
-    proc, summary = build_json(home, "--set", "dialogue_qc.min_coherency=4")
+    # No dialogue asked for (QC thresholds are range-checked now, so "impossible" ones are refused
+    # up front): the dialogues gate finds an empty table and nothing after it runs.
+    proc, summary = build_json(home, "--set", "dialogues.dialogues_per_document=0", "--set",
+                               "dialogues.dialogues_per_filing=0")
     assert proc.returncode == 2
-    assert summary["status"] == "failed" and summary["failed_stage"] == "inject"
+    assert summary["status"] == "failed" and summary["failed_stage"] == "dialogues"
     err = proc.stderr
-    assert "injections" in err and "expect_table_row_count_to_be_between" in err
+    assert "dialogues" in err and "expect_table_row_count_to_be_between" in err
     assert TableStore(home).current() == before
     con = _con(home)
     failed = con.execute("SELECT DISTINCT table_name, expectation FROM dq_results WHERE outcome='failed'").fetchall()
-    assert ("injections", "expect_table_row_count_to_be_between") in failed
+    assert ("dialogues", "expect_table_row_count_to_be_between") in failed
     assert con.execute("SELECT status FROM builds ORDER BY started_at DESC LIMIT 1").fetchone()[0] == "failed"
     con.close()
 

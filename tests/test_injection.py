@@ -13,13 +13,12 @@ import pytest
 
 from finhallu.tasks.inject import Injected, TurnView, load_injectors
 from finhallu.tasks.inject.edits import perturb_token, swap_first
-from finhallu.tasks.inject.lexicon import MODIFIERS, ORGS
+from finhallu.tasks.inject.lexicon import MODIFIERS
 from finhallu.tasks.judge import naturalness, verify_label
 from finhallu.tasks.responses import is_refusal
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.numbers import number_keys
 from finhallu.text.sentences import split_sentences
-from finhallu.text.words import particle
 
 INJ = load_injectors()
 
@@ -256,18 +255,6 @@ def test_unverifiable_adds_a_sentence_to_a_one_sentence_answer(subtype):
     sents = split_sentences(out.response)
     assert len(sents) == 2 and sents[0] == view.turn["response"]
     assert judge(view, out, "unverifiable")
-
-
-def test_fabricated_org_takes_the_right_particle():
-    seen = set()
-    for seed in range(200):
-        out = run("unverifiable", make_view("예금자보호 한도는 1인당 1억 원입니다."), "fabricated_detail", seed)
-        m = re.search(r"(\S+?)(와|과)의 협약", out.response)
-        if m:
-            assert m.group(1) in ORGS["ko"]
-            assert m.group(2) == particle(m.group(1), "과/와"), out.response
-            seen.add(m.group(1))
-    assert len(seen) >= 3
 
 
 def test_unverifiable_phrasing_banks_differ_by_variant():
