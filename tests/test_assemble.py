@@ -192,7 +192,7 @@ def injected():
                                             .otherwise(pl.col("split")))
     frames["documents"] = test_split(frames["documents"])
     frames["qa_seeds"] = test_split(frames["qa_seeds"])
-    frames["passages"] = test_split(frames["passages"].with_columns(split=pl.lit("train"), lang=pl.lit("ko")))
+    frames["passages"] = test_split(frames["passages"].with_columns(split=pl.lit("train"), lang=pl.lit("ko"), source=pl.lit("aihub")))
     negs = [{"seed_id": s, "passage_id": p, "candidate_rank": i + 1, "is_hard_negative": True}
             for s in ("s1", "s2", "s3") for i, p in enumerate(["pF0", "pF1", "pF2"])]
     frames["hard_negatives"] = pl.concat([frames["hard_negatives"], pl.DataFrame(negs)])
