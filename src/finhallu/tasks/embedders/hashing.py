@@ -7,7 +7,7 @@ unchanged passages embed identically.
 
 Versions (the model id names the version, so vectors of different versions never mix):
   v1  `hashing-char<ngrams>-w-d<dim>-v1`: char n-grams over the whole normalized text (spaces
-      removed, so Latin text too), content words x2. Kept byte-identical for existing builds.
+      removed, so Latin text too), content words x2. Vectors are the same bytes on every CPU (the norm is exactly rounded, not BLAS).
   v2  `hashing-char<ngrams>-wb-d<dim>-v2` (default): char n-grams over Hangul and digits only
       (Latin text no longer floods the vector with cross-word letter n-grams, which made
       templated English questions match boilerplate prose), content words x2, adjacent
@@ -71,9 +71,12 @@ class HashingEmbedder(Embedder):
                 j, sign = _bucket(feat, self.dim)
                 weight = (1.0 + math.log(tf)) * _WEIGHT[feat[0]]
                 out[i, j] += sign * weight
-            norm = np.linalg.norm(out[i])
+            # An exactly rounded norm: np.linalg.norm goes through BLAS, whose kernels (chosen per CPU,
+            # e.g. by OPENBLAS_CORETYPE) round differently, and vectors must be the same bytes everywhere.
+            row = out[i]
+            norm = math.sqrt(math.fsum(float(x) * float(x) for x in row[row != 0]))
             if norm > 0:
-                out[i] /= norm
+                out[i] = (row.astype(np.float64) / norm).astype(np.float32)
         return out
 
     @classmethod
