@@ -78,6 +78,8 @@ def _inputs() -> dict[str, pl.DataFrame]:
         "retrievals": pl.DataFrame({"seed_id": ["s"], "rank": [1], "is_gold": [True]}),
         "hard_negatives": pl.DataFrame({"clue_absent": [True], "answer_absent": [True], "is_hard_negative": [True]}),
         "qa_seeds": pl.DataFrame({"answerable": [True]}),
+        "documents": pl.DataFrame({"doc_id": ["A", "B", "E", "V"], "source": ["aihub", "aihub", "sec10k", "dart"],
+                                   "split": ["train", "test", "test", "valid"]}),
     }
 
 
@@ -132,6 +134,11 @@ def test_dataset_stats_mirror_table_2(assembled):
     assert get("all", "label_verified_share") == 0.75
     dropped = st.filter(pl.col("metric") == "label_dropped_by")
     assert dropped.height == 1 and dropped["slice"][0].endswith("| hallucinated: number_error") and dropped["value"][0] == 1
+    assert get("test", "coverage_samples", "sec10k") == 2 and get("valid", "coverage_documents", "dart") == 1
+    from finhallu.tasks.coverage import warnings_from_stats
+
+    assert warnings_from_stats(st.to_dicts()) == ["split valid has no samples (its documents gave none)",
+                                                  "source dart has documents but no samples"]
 
 
 # ---- export ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-from finhallu.tasks.coverage import coverage_warnings
+from finhallu.tasks.coverage import coverage_warnings, warnings_from_stats
 
 
 def test_empty_split_and_silent_source_are_named():
@@ -10,3 +10,13 @@ def test_empty_split_and_silent_source_are_named():
     assert not any("train" in x or "test" in x for x in w)
     assert coverage_warnings(samples + [("valid", "sec10k", 2), ("valid", "dart", 2)], docs) == []
     assert coverage_warnings(samples, docs[:2]) == ["split valid has no samples (no document is assigned to it)"]
+
+
+def test_warnings_read_from_dataset_stats_rows():
+    rows = [{"split": s, "metric": "coverage_documents", "slice": src, "value": n} for s, src, n in
+            [("train", "aihub", 20), ("test", "aihub", 5), ("valid", "dart", 1)]]
+    rows += [{"split": "train", "metric": "coverage_samples", "slice": "aihub", "value": 100.0},
+             {"split": "test", "metric": "coverage_samples", "slice": "aihub", "value": 30.0},
+             {"split": "all", "metric": "samples", "slice": "all", "value": 130.0}]
+    assert warnings_from_stats(rows) == ["split valid has no samples (its documents gave none)",
+                                         "source dart has documents but no samples"]

@@ -238,7 +238,7 @@ def test_run_detectors_records_version_and_config_and_is_deterministic():
     assert cfg["lexical_support:top1"]["params"]["max_passages"] == 1 and cfg["lexical_support:top1"]["detector"] == "lexical_support"
     assert cfg["llm_judge"]["backend"] == "offline:rules"
     versions = dict(a.select("detector", "detector_version").unique().iter_rows())
-    assert versions["numeric_grounding"].startswith("v2-") and versions["learned"].startswith("v1-")
+    assert versions["numeric_grounding"].startswith("v3-") and versions["learned"].startswith("v1-")
     assert a.filter(pl.col("detector") == "learned").height == sum(r["split"] != "train" for r in rows)
     with pytest.raises(ValueError, match="no parameter"):
         run_detectors(samples, {"numeric_grounding": {"treshold": 1}}, "t@1")
@@ -273,3 +273,14 @@ def test_nli_loads_a_local_cross_encoder_and_maps_its_labels(tmp_path, monkeypat
     out = get_detector("nli").run([sample("Deposits were $15.0 billion.", (EN_PASSAGE,), "Deposits?", lang="en")], params, CTX)
     assert 0.0 <= out[0].score <= 1.0 and out[0].pred_binary in ("faithful", "hallucinated")
     nli._load.cache_clear()
+
+
+def test_numeric_grounding_reads_table_scales_through_the_shared_quantities():
+    """The same unit/scale module as hard negatives and the label verifier: a figure restated from a
+    table at another scale is grounded; a changed figure is not."""
+    table = "(단위 : 백만원)\n| 구 분 | 제54기 |\n| 자본총계 | 4,150,000 |"
+    ok = get_detector("numeric_grounding").run([sample("자본총계는 4조 1,500억 원입니다.", (table,), "자본총계는?")],
+                                               get_detector("numeric_grounding").params({}), CTX)[0]
+    bad = get_detector("numeric_grounding").run([sample("자본총계는 5조 1,500억 원입니다.", (table,), "자본총계는?")],
+                                                get_detector("numeric_grounding").params({}), CTX)[0]
+    assert ok.pred_binary == "faithful" and bad.pred_binary == "hallucinated" and bad.score > ok.score

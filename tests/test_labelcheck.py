@@ -110,14 +110,35 @@ def test_unverifiable_that_deletes_the_answer_is_rejected():
     ("같은 해 6월 31일 공개된 2.0 버전부터 확대되었습니다.", "impossible date"),
     ("관련 민원은 한 해 동안 27천 건 접수되었습니다.", "malformed numeral"),
     ("현금은 순증가(증가)하였습니다.", "repeated span"),
+    ("만 19세 이상하여 가입할 수 있습니다.", "comparison noun"),
+    ("가입 후 3개월 이내하면 해지할 수 있습니다.", "comparison noun"),
 ])
 def test_broken_edits_are_rejected(text, issue):
     assert any(issue in i for i in fluency_issues(text, "ko"))
 
 
-@pytest.mark.parametrize("text", ["1억 원을 초과하는 차주", "전세나 월세로 주고", "2만 7천 건", "5천만 원", "6월 30일"])
+@pytest.mark.parametrize("text", ["1억 원을 초과하는 차주", "전세나 월세로 주고", "2만 7천 건", "5천만 원", "6월 30일",
+                                  "이상한 조건은 없습니다", "계좌를 이전하는 경우", "만 19세 이상이면 가입할 수 있습니다"])
 def test_fluent_text_passes(text):
     assert fluency_issues(text, "ko") == []
+
+
+def test_english_fluency():
+    assert any("article" in i for i in fluency_issues("Net sales saw a increase of 5%.", "en"))
+    for ok in ("Net sales saw an increase of 5%.", "Series A equity and a unit of account.", "a one-time charge"):
+        assert fluency_issues(ok, "en") == []
+
+
+def test_an_edit_the_context_still_states_is_rejected():
+    """전세 -> 월세 where the context allows both: the edited sentence is still true, not Contradictory."""
+    ev = ["주택 전체를 전세나 월세로 주고 다른 곳에 사는 경우에는 가입할 수 없습니다.",
+          "주택 일부를 월세로 주는 경우에는 가입할 수 있습니다."]
+    faithful = "주택 일부를 전세로 주는 경우에는 가입할 수 있습니다."
+    still_true = "주택 일부를 월세로 주는 경우에는 가입할 수 있습니다."
+    v = verdict("financial_term_misunderstanding", still_true, faithful, ev + [faithful], question="일부를 세주면 가입되나요?")
+    assert not v.ok and any("still states" in r for r in v.reasons)
+    false = "주택 일부를 매매로 주는 경우에는 가입할 수 있습니다."
+    assert verdict("financial_term_misunderstanding", false, faithful, ev + [faithful], question="일부를 세주면 가입되나요?").ok
 
 
 def test_question_misunderstanding_that_lets_the_answer_be_derived_is_rejected():
@@ -158,3 +179,60 @@ def test_readme_documents_every_acceptance_rule():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
     for label, rule in RULES.items():
         assert f"| `{label}` | {rule.rule} |" in readme, label
+
+
+def test_nli_check_of_faithful_answers_and_contradictory_edits():
+    """The optional NLI opinion (a local cross-encoder where one exists; a scorer stands in here):
+    a faithful sentence must be entailed, an edited Contradictory sentence must not be."""
+    import numpy as np
+
+    from finhallu.tasks.labelcheck.entailment import nli_reasons
+
+    ev = ["예금보험공사는 1인당 최고 1억 원까지 예금을 보호합니다."]
+
+    def scorer(pairs):  # entailed exactly when the hypothesis is in the premise
+        return np.array([[0.9, 0.05, 0.05] if h.rstrip(".") in p else [0.1, 0.3, 0.6] for p, h in pairs])
+
+    common = dict(evidence=ev, history="", question="보호 한도는?", answer="1억 원", clue=None, lang="ko")
+    checks = [verify_inputs("faithful_answer", "1인당 최고 1억 원까지 예금을 보호합니다.", "", **common),
+              verify_inputs("faithful_answer", "1인당 최고 3억 원까지 예금을 보호합니다.", "", **common),
+              verify_inputs("number_error", "1인당 최고 3억 원까지 예금을 보호합니다.", "1인당 최고 1억 원까지 예금을 보호합니다.", **common),
+              verify_inputs("number_error", "1인당 최고 1억 원까지 예금을 보호합니다.", "1인당 최고 2억 원까지 예금을 보호합니다.", **common),
+              verify_inputs("false_refusal", "죄송하지만 답변드릴 수 없습니다.", "", **common)]
+    reasons = nli_reasons(checks, scorer, 0.5)
+    assert reasons[0] == [] and reasons[2] == [] and reasons[4] == []
+    assert "not entailed" in reasons[1][0] and reasons[1][0].startswith("faithful_answer: nli:")
+    assert "still entailed" in reasons[3][0]
+
+
+def test_a_configured_nli_verifier_without_its_model_is_named_before_work(tmp_path, monkeypatch):
+    from finhallu.cli import config_problem
+
+    monkeypatch.delenv("FINHALLU_NLI_PATH", raising=False)
+    problem = config_problem("demo", [f"injection_qc.verifier_nli_model={tmp_path / 'no-such-model'}"])
+    assert problem and problem.startswith("injection_qc.verifier_nli_model:") and "\n" not in problem
+    assert config_problem("demo", []) is None
+
+
+def test_injection_qc_adds_the_nli_rejections_to_the_verdicts(monkeypatch):
+    import numpy as np
+
+    from finhallu import nli_model
+    from finhallu.config import InjectionQCConfig
+    from finhallu.tasks.judge import _with_nli
+    from finhallu.tasks.labelcheck import SampleVerdict
+
+    seen = {}
+
+    def fake_load(params):
+        seen.update(params)
+        return (lambda pairs: np.tile([0.05, 0.05, 0.9], (len(pairs), 1))), "fake@fp-0"
+
+    monkeypatch.setattr(nli_model, "load_scorer", fake_load)
+    common = dict(evidence=["예금은 1억 원까지 보호됩니다."], history="", question="한도는?", answer="1억 원", clue=None, lang="ko")
+    checks = [verify_inputs("number_error", "예금은 3억 원까지 보호됩니다.", "예금은 1억 원까지 보호됩니다.", **common),
+              verify_inputs("faithful_answer", "예금은 1억 원까지 보호됩니다.", "예금은 3억 원까지 보호됩니다.", **common)]
+    cfg = InjectionQCConfig(verifier_nli_model="some/local-nli")
+    out = _with_nli([SampleVerdict(ok=True), SampleVerdict(ok=True)], checks, cfg)
+    assert seen["model"] == "some/local-nli"
+    assert out[0].ok and not out[1].ok and "not entailed" in out[1].reasons[0]

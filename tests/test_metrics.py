@@ -435,10 +435,19 @@ def test_report_renders_every_section_and_the_comparison(evaluated):
     from finhallu.tasks.report import render, render_comparison
 
     samples, dets, metrics, confusion, tests = evaluated
-    stats = pl.DataFrame({"split": ["all"], "metric": ["samples"], "slice": ["all"], "value": [16.0]})
+    stats = pl.DataFrame({"split": ["all", "all", "all", "all", "all", "train", "valid"],
+                          "metric": ["samples", "label_generated", "label_verified", "label_passed_qc", "label_dropped_by",
+                                     "coverage_documents", "coverage_documents"],
+                          "slice": ["all", "contradictory/number_error", "contradictory/number_error",
+                                    "contradictory/number_error", "contradictory/number_error | hallucinated: number_error",
+                                    "aihub", "dart"],
+                          "value": [16.0, 10.0, 8.0, 8.0, 2.0, 3.0, 1.0]})
     html = render(metrics, confusion, stats, "t", {"detector_judge": "offline:rules"}, tests, dets, samples)
-    for anchor in ("headline", "threshold", "curves", "fourclass", "confusion", "types", "breakdowns", "tests", "compare"):
+    for anchor in ("headline", "threshold", "curves", "fourclass", "confusion", "types", "breakdowns", "tests", "compare", "labels"):
         assert f'id="{anchor}"' in html, anchor
+    assert "<td>10</td><td>8</td><td>8</td><td class=\"l\">hallucinated: number_error (2)</td>" in html
+    assert "Coverage warnings" in html and "split test has no samples (no document is assigned to it)" in html
+    assert "split valid has no samples (its documents gave none)" in html
     assert html.count("<polyline") == 3 * 2  # a ROC and a PR curve per detector
     assert "valid-&gt;test" in html and "contradictory / rules_a" in html and "number_error" in html
     assert "always_faithful, noisy, oracle" in html  # the Cochran's Q row

@@ -95,6 +95,12 @@ def config_problem(profile: str, sets: list[str] | None, detectors: list[str] | 
         return "; ".join(_validation_line(e) for e in exc.errors())
     except (FileNotFoundError, ValueError, yaml.YAMLError) as exc:
         return " ".join(str(exc).split())
+    if cfg.injection_qc.verify_labels and cfg.injection_qc.verifier_nli_model:
+        from finhallu.nli_model import missing_model
+
+        problem = missing_model(cfg.injection_qc.verifier_nli_model)
+        if problem:
+            return f"injection_qc.verifier_nli_model: {problem}"
     return detectors_problem(cfg.detect.detectors, only=detectors)
 
 
@@ -230,7 +236,7 @@ def _build(args, ready) -> int:
 
 
 def _print_summary(console, home: Path, outcome) -> None:
-    from finhallu.tasks.coverage import coverage_warnings
+    from finhallu.tasks.coverage import warnings_from_stats
     from finhallu.warehouse import connect_readonly
 
     con = connect_readonly(home)
@@ -240,9 +246,7 @@ def _print_summary(console, home: Path, outcome) -> None:
         quarantined = con.execute("SELECT count(*) FROM quarantine").fetchone()[0]
         f1 = con.execute("SELECT detector, round(value, 3), round(ci_low, 3), round(ci_high, 3) FROM metrics "
                          "WHERE setting='binary' AND slice='all' AND metric='f1' ORDER BY 1").fetchall()
-        warnings = coverage_warnings(
-            con.execute("SELECT split, source, count(*) FROM samples GROUP BY ALL").fetchall(),
-            con.execute("SELECT split, source, count(*) FROM documents GROUP BY ALL").fetchall())
+        warnings = warnings_from_stats(con.sql("SELECT split, metric, slice, value FROM dataset_stats").pl().to_dicts())
     finally:
         con.close()
     console.print(f"[green]build {outcome.build_id} succeeded[/green] in {outcome.seconds:.1f}s "

@@ -260,6 +260,10 @@ class InjectionQCConfig(_Section):
     # Every injected response and its faithful counterpart are re-checked by the label verifier
     # (operation verify_sample, role label_verifier); a pair either side of which fails is dropped.
     verify_labels: bool = True
+    # A local NLI cross-encoder (folder or cached hub id; FINHALLU_NLI_PATH overrides) that also checks
+    # faithful answers (entailed) and Contradictory edits (not entailed); None: the rules alone.
+    verifier_nli_model: str | None = None
+    verifier_nli_threshold: float = Field(0.5, gt=0, lt=1)
 
 
 class AssembleConfig(_Section):

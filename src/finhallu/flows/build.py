@@ -42,6 +42,17 @@ class BuildOutcome:
     seconds: float = 0.0
     flow_run_id: str | None = None  # the Prefect run (its UI page: /runs/flow-run/<id>)
 
+    def warnings(self) -> list[str]:
+        """Coverage warnings (an empty split, a source without samples) of the published dataset_stats."""
+        ref = self.refs.get("dataset_stats")
+        if self.status != "succeeded" or ref is None:
+            return []
+        import polars as pl
+
+        from finhallu.tasks.coverage import warnings_from_stats
+
+        return warnings_from_stats(pl.read_parquet(f"{ref.path}/*.parquet").to_dicts())
+
 
 def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
     task = stage_task.with_options(task_run_name=stage.name, refresh_cache=refresh or None)
@@ -173,5 +184,5 @@ def _finish(catalog: Catalog, record: dict, outcome: BuildOutcome, t0: float) ->
 def summary_json(outcome: BuildOutcome) -> str:
     return json.dumps({"build_id": outcome.build_id, "status": outcome.status, "ran": outcome.stages_run,
                        "cached": outcome.stages_cached, "failed_stage": outcome.failed_stage,
-                       "report": outcome.report, "seconds": round(outcome.seconds, 2),
+                       "report": outcome.report, "seconds": round(outcome.seconds, 2), "warnings": outcome.warnings(),
                        "tables": {n: f"{r.name}@{r.version}" for n, r in outcome.refs.items()}}, ensure_ascii=False)

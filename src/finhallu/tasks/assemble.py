@@ -141,6 +141,14 @@ def _label_verification(injections: pl.DataFrame, iq: pl.DataFrame, add) -> None
     add("all", "label_verified_share", "all", j["verified"].mean())
 
 
+def _coverage(samples: pl.DataFrame, documents: pl.DataFrame, add) -> None:
+    """Documents and samples per split and source (tasks/coverage.py reads empty ones as warnings)."""
+    for metric, frame in (("coverage_documents", documents), ("coverage_samples", samples)):
+        if frame.height:
+            for split, source, n in frame.group_by("split", "source").len().sort("split", "source").iter_rows():
+                add(split, metric, source, n)
+
+
 def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, seed: int) -> pl.DataFrame:
     rows: list[dict] = []
 
@@ -191,6 +199,7 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
             add("all", "injection_qc_dropped_by", crit,
                 iq.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height)
     _label_verification(injections, iq, add)
+    _coverage(samples, inputs["documents"], add)
     # Leakage: documents, passages and institutions shared between splits (must be 0).
     shown = samples.select("split", pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("p")).explode("p")
     add("all", "leakage_passages_in_two_splits", "all", shown.group_by("p").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height)

@@ -348,11 +348,26 @@ def run_injection_qc(inputs: Frames, ctx: StageContext) -> Frames:
         checks += _verifier_calls(inj, turn, evidence, hist, lang)
     verdicts = llm.call_many("injection_judge", "judge_injection", calls)
     label_checks = llm.call_many("label_verifier", "verify_sample", checks) if cfg.verify_labels else [None] * len(checks)
+    if cfg.verify_labels and cfg.verifier_nli_model:
+        label_checks = _with_nli(label_checks, checks, cfg)
     for n, (inj, s) in enumerate(zip(inj_rows, verdicts)):
         rows.append(_qc_row(inj, s, label_checks[2 * n:2 * n + 2], cfg, judge))
         ctx.progress(n + 1, len(inj_rows))
     return {"injection_qc": rows_frame(rows, "injection_id", schema_overrides={
         "reasons": pl.List(pl.String), "verify_reasons": pl.List(pl.String)})}
+
+
+def _with_nli(verdicts: list, checks: list[dict], cfg: InjectionQCConfig) -> list:
+    """The verifier's verdicts with the NLI model's rejections added (tasks/labelcheck/entailment.py)."""
+    from finhallu.nli_model import load_scorer
+    from finhallu.tasks.labelcheck import SampleVerdict
+    from finhallu.tasks.labelcheck.entailment import nli_reasons
+
+    scorer, _ = load_scorer({"model": cfg.verifier_nli_model})
+    out = []
+    for v, extra in zip(verdicts, nli_reasons(checks, scorer, cfg.verifier_nli_threshold)):
+        out.append(v if v is None or not extra else SampleVerdict(ok=False, reasons=list(v.reasons) + extra))
+    return out
 
 
 def _qc_row(inj: dict, s: InjectionScores | None, checks: list, cfg: InjectionQCConfig, judge: str) -> dict:

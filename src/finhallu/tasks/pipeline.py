@@ -36,7 +36,7 @@ STAGES: list[Stage] = [
           "injection_qc", roles=("injection_judge", "label_verifier"), operations=("judge_injection", "verify_sample"),
           description="injection judge and label verifier"),
     Stage("assemble", assemble.run, ("dialogues", "turns", "injections", "injection_qc", "passages", "dialogue_qc",
-                                     "retrievals", "hard_negatives", "qa_seeds"),
+                                     "retrievals", "hard_negatives", "qa_seeds", "documents"),
           ("samples", "dataset_stats"), "assemble", description="paired samples, splits, statistics"),
     Stage("detect", detect.run, ("samples",), ("detections",), "detect", roles=("detector_judge",),
           operations=("detect_hallucination", "detect_4class", "detect_type"), description="detectors"),

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from finhallu.config import ReportConfig
+from finhallu.tasks.coverage import warnings_from_stats
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS
 from finhallu.tasks.base import Frames, StageContext
 from finhallu.tasks.metrics import LABEL_3CLASS
@@ -194,7 +195,23 @@ def render(metrics: pl.DataFrame, confusion: pl.DataFrame, stats: pl.DataFrame, 
         tests=_tests(tests), configs=_configs(detections),
         stats=[r for r in stat_rows if r["metric"] in ("samples", "pairs", "dialogues") or
                r["metric"].startswith("samples_by_label") or r["metric"] == "samples_by_hallu_type"],
-        validity=validity, backends=backends)
+        validity=validity, backends=backends, warnings=warnings_from_stats(stat_rows), labels=_label_rows(stat_rows))
+
+
+def _label_rows(stat_rows: list[dict]) -> list[dict]:
+    """Per label leaf: generated, verified by the label verifier, passed QC, and the drop reasons."""
+    leaves: dict[str, dict] = {}
+    for r in stat_rows:
+        if r["split"] != "all" or not r["metric"].startswith("label_") or r["metric"] == "label_verified_share":
+            continue
+        if r["metric"] == "label_dropped_by":
+            leaf, reason = r["slice"].split(" | ", 1)
+            leaves.setdefault(leaf, {}).setdefault("dropped", []).append(f"{reason} ({r['value']:g})")
+        else:
+            leaves.setdefault(r["slice"], {})[r["metric"].removeprefix("label_")] = int(r["value"])
+    return [{"leaf": leaf, "generated": v.get("generated", 0), "verified": v.get("verified", 0),
+             "passed_qc": v.get("passed_qc", 0), "dropped": "; ".join(v.get("dropped", []))}
+            for leaf, v in sorted(leaves.items())]
 
 
 def render_comparison(current: pl.DataFrame, previous: pl.DataFrame | None, title: str) -> str:

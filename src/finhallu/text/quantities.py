@@ -16,6 +16,7 @@ numeric detectors) reads numbers through here, so they agree on what counts as t
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
@@ -155,7 +156,11 @@ def _is_year(raw: str, value: Decimal) -> bool:
 def quantities(text: str) -> list[Quantity]:
     """Every number in text as a quantity in base units. A bare amount (no currency, ratio or count
     unit, no 억/million word, not a year) after a scale note takes the note's multiplier."""
-    text = text or ""
+    return list(_quantities(text or ""))
+
+
+@lru_cache(maxsize=1 << 15)  # passages are checked against many responses (detectors, verifier)
+def _quantities(text: str) -> tuple[Quantity, ...]:
     notes = scale_notes(text)
     out = []
     for span in find_numbers(text):
@@ -174,7 +179,7 @@ def quantities(text: str) -> list[Quantity]:
         if _negative(text, span.start, span.number_end):
             value, stated = -value, -stated
         out.append(Quantity(text[span.start:span.end], span.start, span.end, value, unit, grain, scaled, stated))
-    return out
+    return tuple(out)
 
 
 def states_value(text: str, q: Quantity, ignore_sign: bool = True, unknown_scale: bool = False) -> bool:

@@ -19,6 +19,7 @@ from functools import lru_cache
 from finhallu.tasks.detectors import Detection, looks_like_refusal
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.quantities import quantities, states_value
 from finhallu.text.sentences import split_sentences
 from finhallu.text.words import content_words
 
@@ -106,12 +107,17 @@ def anchored_numbers(text: str) -> tuple[AnchoredNumber, ...]:
 
 
 def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """(numbers absent from the evidence, [(response number, evidence number it contradicts)])."""
+    """(numbers absent from the evidence, [(response number, evidence number it contradicts)]).
+
+    A response figure is present when an evidence text states it at its own scale (text/quantities:
+    a table's "(단위: 백만원)" or "(in millions)" note, 억/조 and million/billion words, rounding
+    to the stated precision), so "4조 1,500억 원" is found in "자본총계 | 4,150,000" under 백만원."""
     ev_numbers = [n for t in evidence for n in anchored_numbers(t)]
     ev_keys = {n.key for n in ev_numbers}
+    stated = {q.raw.strip() for q in quantities(response) if any(states_value(t, q) for t in evidence)}
     missing, contradicted = [], []
     for n in anchored_numbers(response):
-        if n.key in ev_keys or n.raw in [m for m, _ in contradicted] + missing:
+        if n.key in ev_keys or n.raw in stated or n.raw in [m for m, _ in contradicted] + missing:
             continue
         rivals = [e for e in ev_numbers if e.unit == n.unit and e.key != n.key and len(e.anchors & n.anchors) >= 2]
         if rivals:

@@ -6,67 +6,19 @@ is 1 - (min over sentences of that entailment) (`aggregate: min`; `mean` average
 A response whose score passes `threshold` is flagged: Contradictory when the weakest sentence's
 premise contradicts it more than it leaves it neutral, else Unverifiable.
 
-The model is loaded from local files only: $FINHALLU_NLI_PATH when set, else the `model` parameter
-(a folder, or a hub id found in the local Hugging Face cache), else DEFAULT_MODEL from the cache.
-Nothing is downloaded; a missing model raises ModelNotAvailableError naming what is missing.
-Label order comes from the model's config (id2label: entailment / neutral / contradiction).
+The model is loaded from local files only (finhallu/nli_model.py): $FINHALLU_NLI_PATH when set,
+else the `model` parameter (a folder, or a hub id in the local Hugging Face cache), else
+DEFAULT_MODEL from the cache. Nothing is downloaded; a missing model is named before any work.
 """
 
 from __future__ import annotations
-
-from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 
 from finhallu.tasks.detectors import Detection, looks_like_refusal, register_detector
 from finhallu.tasks.detectors.grounding import Findings, evidence_texts, passage_texts, query_coverage, question_of, refusal_detection
-from finhallu.local_models import ModelNotAvailableError, resolve_model_dir
+from finhallu.nli_model import DEFAULT_MODEL, ENV, Scorer, _label_columns, _load, load_scorer, missing_model  # noqa: F401
 from finhallu.text.sentences import split_sentences
-
-DEFAULT_MODEL = "cross-encoder/nli-deberta-v3-xsmall"
-ENV = "FINHALLU_NLI_PATH"
-# A scorer maps (premise, hypothesis) pairs to an (n, 3) array of probabilities: entailment, neutral, contradiction.
-Scorer = Callable[[list[tuple[str, str]]], np.ndarray]
-
-
-def _label_columns(id2label: dict) -> list[int]:
-    """Column of entailment, neutral, contradiction in the model's output."""
-    names = {int(i): str(n).lower() for i, n in id2label.items()}
-    order = []
-    for want in ("entail", "neutral", "contradict"):
-        hit = [i for i, n in names.items() if n.startswith(want)]
-        if len(hit) != 1:
-            raise ModelNotAvailableError(f"NLI model labels {names} do not name entailment/neutral/contradiction")
-        order.append(hit[0])
-    return order
-
-
-@lru_cache(maxsize=2)
-def _load(spec: str, device: str) -> tuple[object, list[int], str]:
-    folder, revision = resolve_model_dir(spec, "config.json", env_var=ENV, what="NLI cross-encoder")
-    from sentence_transformers import CrossEncoder
-
-    model = CrossEncoder(str(folder), device=device)
-    id2label = getattr(model.model.config, "id2label", None) or {}
-    if len(id2label) != 3:
-        raise ModelNotAvailableError(f"NLI cross-encoder {folder} has {len(id2label)} output labels; an NLI model has 3")
-    return model, _label_columns(id2label), f"{spec}@{revision}"
-
-
-def load_scorer(params: dict) -> tuple[Scorer, str]:
-    """(scorer, model id) of the configured cross-encoder; raises ModelNotAvailableError when absent."""
-    model, cols, model_id = _load(params["model"] or DEFAULT_MODEL, params["device"])
-
-    def score(pairs: list[tuple[str, str]]) -> np.ndarray:
-        if not pairs:
-            return np.zeros((0, 3))
-        logits = np.asarray(model.predict(pairs, batch_size=params["batch_size"], apply_softmax=False,
-                                          show_progress_bar=False), dtype=float).reshape(len(pairs), -1)
-        z = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return (z / z.sum(axis=1, keepdims=True))[:, cols]
-
-    return score, model_id
 
 
 def score_samples(samples: list[dict], scorer: Scorer, params: dict) -> list[Detection]:
@@ -113,11 +65,7 @@ def _describe(params: dict, ctx) -> dict:
 def _preflight(params: dict) -> str | None:
     if params["aggregate"] not in ("min", "mean"):
         return f"nli: aggregate must be min or mean, got {params['aggregate']!r}"
-    try:
-        resolve_model_dir(params["model"] or DEFAULT_MODEL, "config.json", env_var=ENV, what="NLI cross-encoder")
-    except ModelNotAvailableError as exc:
-        return " ".join(str(exc).split())
-    return None
+    return missing_model(params["model"])
 
 
 @register_detector("nli", batch=True, version="1", describe=_describe, preflight=_preflight, model=None, device="cpu", batch_size=16,

@@ -1,6 +1,8 @@
 """numeric_grounding: numbers, units, periods and named entities of the response must be in the evidence.
 
 Evidence = the passages and (unless `use_history: false`) the dialogue history and question.
+Figures are compared as quantities (text/quantities: scale notes, 억/조 and million words, rounding),
+so a table value in 백만원 or "(in millions)" grounds the same amount written out in the response.
 A number that an evidence number of the same unit *contradicts* (same wording, other value)
 flags a Contradictory response; a number, period or name found nowhere flags it Unverifiable.
 Refusals are judged by whether the passages cover the question; an answer over passages that
@@ -13,7 +15,7 @@ from finhallu.tasks.detectors import Detection, register_detector
 from finhallu.tasks.detectors.grounding import findings, refusal_detection
 
 
-@register_detector("numeric_grounding", version="2", coverage_threshold=0.5, use_history=True, max_passages=None)
+@register_detector("numeric_grounding", version="3", coverage_threshold=0.5, use_history=True, max_passages=None)
 def detect(sample: dict, params: dict, ctx=None) -> Detection:
     f = findings(sample, use_history=params["use_history"], max_passages=params["max_passages"])
     if f.refusal:

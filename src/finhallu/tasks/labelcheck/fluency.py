@@ -8,10 +8,15 @@ from __future__ import annotations
 import re
 
 from finhallu.text.quantities import impossible_dates
+from finhallu.text.sentences import tokenize_korean
 from finhallu.text.words import has_final_consonant
 
-# 이하/미만 are nouns of comparison: "이하이면", never "이하하면" (초과하다 is a verb; 이상하다 means "odd").
-_COMPARISON_VERB = re.compile(r"(이하|미만)(하면|하는|하고|하여|해서|했|한다|합니다|하지)")
+# Nouns of comparison and bound take 이다, never 하다: "이하이면", not "이하하면" (초과하다 is a verb).
+_BOUND_NOUNS = {"이하", "미만", "이내", "이후", "가량", "이상"}  # not 이전/전후: 이전하다, 전후하여 are words
+# 이상하다 is a word ("odd"), so 이상 is a bound only right after a figure or a unit ("19세 이상하여").
+_FIGURE_TAGS = {"SN", "NR", "NNB", "SW"}
+# English: "a" before a vowel-initial word ("a increase"); u/o words vary ("a unit", "a one-time").
+_EN_ARTICLE = re.compile(r"(?<![\w.])a (?=[aei][a-z])(?!eu|ew)")
 # Korean numerals group by 만: "2만 7천", never "27천" (a digit run of two or more before 천/백/십).
 _MALFORMED_NUMERAL = re.compile(r"(?<![\d,.])\d{2,}(?:,\d{3})*\s?(천|백|십)(?!만|억|조)")
 _DOUBLED_PARTICLE = re.compile(r"(을를|를을|은는|는은|가이)(?![가-힣])")
@@ -30,21 +35,35 @@ def _repeated_span(text: str) -> str | None:
     return m.group(0) if m and not m.group(1).isdigit() else None
 
 
+def _bound_noun_verbs(text: str) -> list[str]:
+    """Kiwi analysis: a bound noun (이하, 미만, ...) directly followed by the 하 of 하다."""
+    toks = tokenize_korean(text)
+    out = []
+    for i, (prev, tok) in enumerate(zip(toks, toks[1:])):
+        if (tok.form == "하" and tok.tag in ("XSV", "XSA", "VV") and prev.form in _BOUND_NOUNS
+                and tok.start == prev.start + prev.len):
+            if prev.form == "이상" and not (i and toks[i - 1].tag in _FIGURE_TAGS):
+                continue
+            out.append(text[prev.start: tok.start + tok.len + 2].strip())
+    return out
+
+
 def fluency_issues(text: str, lang: str) -> list[str]:
     issues = [f"impossible date {d!r}" for d in impossible_dates(text)]
     span = _repeated_span(text or "")
     if span:
         issues.append(f"repeated span {span!r}")
     if lang == "ko":
-        m = _COMPARISON_VERB.search(text or "")
-        if m:
-            issues.append(f"comparison noun used as a verb {m.group(0)!r}")
+        for found in _bound_noun_verbs(text or "")[:1]:
+            issues.append(f"comparison noun used as a verb {found!r}")
         m = _MALFORMED_NUMERAL.search(text or "")
         if m:
             issues.append(f"malformed numeral {m.group(0)!r}")
         if _DOUBLED_PARTICLE.search(text or "") or any(
                 has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이가(?![가-힣])", text or "")):
             issues.append("doubled particle")
+    elif _EN_ARTICLE.search(text or ""):
+        issues.append("article 'a' before a vowel")
     if re.search(r"\s{2,}\S", (text or "").strip()):
         issues.append("double space")
     return issues
