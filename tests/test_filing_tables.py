@@ -49,6 +49,19 @@ def test_apple_net_sales_under_their_fiscal_years(real_data):
     assert years == {"2024": "$93,736", "2023": "$96,995", "2022": "$99,803"}
     other = _row(tables, "Other income/(expense), net", "September 28, 2024")
     assert [v for v in other.values()] == ["269", "(565)", "(334)"]
+    # The gross margin percentages sit in a <table> of their own under the one that names the years.
+    assert _row(tables, "Total gross margin percentage", "2023") == {"2024": "46.2%", "2023": "44.1%", "2022": "43.3%"}
+
+
+def test_a_headed_table_does_not_lend_its_header_to_another_kind_of_table():
+    from finhallu.tasks.sources.sec10k import _continued_tables
+
+    headed = ("table", "| | 2024 | 2023 |\n| --- | --- | --- |\n| Sales | $5 | $4 |")
+    cont = ("table", "| Margin: | | |\n| --- | --- | --- |\n| Products | 37% | 36% |")
+    wider = ("table", "| | | | |\n| --- | --- | --- | --- |\n| a | 1 | 2 | 3 |")
+    out = _continued_tables([headed, cont, ("text", "Other matters."), cont, wider])
+    assert out[1][1].splitlines()[0] == "| Margin: | 2024 | 2023 |"
+    assert out[3] == cont and out[4] == wider  # not right after a headed table of the same width
 
 
 def test_nvidia_income_statement_aligned(real_data):

@@ -84,6 +84,31 @@ def _blocks(body) -> list[tuple[str, str]]:
                 out.append(("text", re.sub(r"\s+", " ", child.tail).strip()))
 
     walk(body)
+    return _continued_tables(out)
+
+
+def _header_cells(md: str) -> tuple[int, list[str]] | None:
+    """(line index, cells) of a Markdown table's header row."""
+    lines = md.splitlines()
+    i = next((k for k, ln in enumerate(lines) if ln.startswith("|")), None)
+    return None if i is None else (i, [c.strip() for c in lines[i].strip().strip("|").split("|")])
+
+
+def _continued_tables(blocks: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A table whose header names no column, right after a table of the same width that does, is its
+    continuation (Apple's "Gross margin percentage:" rows sit in their own <table> under the
+    2024/2023/2022 of the one before): it takes that header's column names, keeping its own label."""
+    out = list(blocks)
+    for k in range(1, len(out)):
+        (pk, prev), (kind, md) = out[k - 1], out[k]
+        if kind != "table" or pk != "table":
+            continue
+        mine, theirs = _header_cells(md), _header_cells(prev)
+        if not mine or not theirs or len(mine[1]) != len(theirs[1]) or any(mine[1][1:]) or not all(theirs[1][1:]):
+            continue
+        lines = md.splitlines()
+        lines[mine[0]] = "| " + " | ".join([mine[1][0]] + theirs[1][1:]) + " |"
+        out[k] = (kind, "\n".join(lines))
     return out
 
 
