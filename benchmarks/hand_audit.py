@@ -1,7 +1,7 @@
 """Hand audit of labels: a seeded random draw of pairs as a review sheet, and the score of a reviewer's
 verdicts (accuracy with a Wilson 95 % interval, per type).
 
-    .venv/bin/python benchmarks/hand_audit.py sheet HOME --pairs 30 --seed 7 > sheet.md
+    .venv/bin/python benchmarks/hand_audit.py sheet HOME --pairs 30 --seed 7 [--source sec10k --source dart] > sheet.md
     .venv/bin/python benchmarks/hand_audit.py score VERDICTS.csv
 
 A sheet shows each pair as a reviewer needs it: the question (and the standalone question), the
@@ -33,7 +33,7 @@ def _cut(text: str, around: str | None, width: int = 700) -> str:
     return text[:width] + ("…" if len(text) > width else "")
 
 
-def sheet(home: Path, pairs: int, seed: int) -> str:
+def sheet(home: Path, pairs: int, seed: int, sources: list[str] | None = None) -> str:
     con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
     try:
         rows = con.execute("""
@@ -46,7 +46,8 @@ def sheet(home: Path, pairs: int, seed: int) -> str:
         con.close()
     by_pair: dict[str, list] = {}
     for r in rows:
-        by_pair.setdefault(r[0], []).append(r)
+        if not sources or r[5] in sources:
+            by_pair.setdefault(r[0], []).append(r)
     chosen = random.Random(seed).sample(sorted(by_pair), min(pairs, len(by_pair)))
     out = [f"# Label audit sheet: {home} (build {build}), {len(chosen)} of {len(by_pair)} pairs, seed {seed}\n"]
     for n, pid in enumerate(chosen, 1):
@@ -100,11 +101,12 @@ def main() -> None:
     s.add_argument("home", type=Path)
     s.add_argument("--pairs", type=int, default=30)
     s.add_argument("--seed", type=int, default=7)
+    s.add_argument("--source", action="append", help="only pairs of this source (repeatable)")
     c = sub.add_parser("score")
     c.add_argument("verdicts", type=Path)
     args = ap.parse_args()
     if args.cmd == "sheet":
-        print(sheet(args.home, args.pairs, args.seed))
+        print(sheet(args.home, args.pairs, args.seed, args.source))
     else:
         score(args.verdicts)
 

@@ -116,6 +116,17 @@ def test_page_furniture_is_removed_and_cut_sentences_rejoined():
     assert ("table", "| a | b |\n| --- | --- |\n| x | 1 |") in out
 
 
+def test_page_numbered_footers_go_and_numbered_headings_stay():
+    """Apple's footer "Apple Inc. | 2024 Form 10-K | 20" carries a new page number on each page."""
+    from finhallu.tasks.sources.furniture import is_furniture, strip_furniture
+
+    assert is_furniture("Apple Inc. | 2024 Form 10-K | 20") and not is_furniture("Form 10-K filed in 2024 lists 20 risks")
+    blocks = [("text", f"Hanriver Bank Annual Report {n}") for n in range(3, 9)] + \
+             [("text", f"ITEM {n}") for n in range(1, 7)] + [("text", "Note 3"), ("text", "Sales rose 5 percent in 2024")]
+    texts = [t for _, t in strip_furniture(blocks)]
+    assert texts == [f"ITEM {n}" for n in range(1, 7)] + ["Note 3", "Sales rose 5 percent in 2024"]
+
+
 @pytest.mark.parametrize("name", ["nvda-10-k-2025-02-26.html", "parity_gate_10-K_0001193125-10-073212.html",
                                   "aapl-10-k-2024-11-01.html"])
 def test_no_passage_of_a_real_filing_is_page_furniture(real_data, name):
