@@ -189,6 +189,20 @@ def test_reconfirm_questions_say_what_they_reconfirm():
     assert topic_of("예금자보호 한도는 얼마인가요?", "ko") == "예금자보호 한도"
 
 
+@pytest.mark.parametrize("question, topic", [
+    ("According to Gainsco, Inc.'s Form 10-K for fiscal 2009, what was the Accumulated deficit?", "accumulated deficit"),
+    ("What was the Total operating expenses in fiscal 2023?", "total operating expenses"),
+    ("By how much did the Segment operating income increase?", "segment operating income"),
+    ("How much did Pericom Semiconductor Corp report as Primarily comprised of depreciation for fiscal 2007?",
+     "primarily comprised of depreciation"),
+    ("How about total net sales that year?", "total net sales"),
+    ("What was Apple Inc.'s Total net sales for fiscal 2023?", "Apple Inc.'s Total net sales"),
+])
+def test_english_topics_name_the_line_item_not_the_frame(question, topic):
+    """Refusals say what is missing ("no information about accumulated deficit"), never "according gainsco inc"."""
+    assert topic_of(question, "en") == topic
+
+
 def test_write_question_asks_for_an_amount_of_an_unused_sentence():
     for seed in range(10):
         q = write_question(PA, ["예금자보호 한도는 1인당 얼마인가요?", PA.split(". ")[0] + "."], "ko", seed)
