@@ -2,13 +2,14 @@
 verdicts (accuracy with a Wilson 95 % interval, per type).
 
     .venv/bin/python benchmarks/hand_audit.py sheet HOME --pairs 30 --seed 7 [--source sec10k --source dart] > sheet.md
-    .venv/bin/python benchmarks/hand_audit.py score VERDICTS.csv
+    .venv/bin/python benchmarks/hand_audit.py score VERDICTS.csv [MORE.csv ...]
 
 A sheet shows each pair as a reviewer needs it: the question (and the standalone question), the
 last history turns, the evidence (the gold passage cut around the clue; for False Acceptance the
 hard negatives the assistant saw), the gold answer, and both responses with their labels. The
-reviewer writes one row per pair: `pair_id,verdict,note` with verdict `ok` (both labels hold) or
-`wrong` (either side is mislabelled), and `score` prints the share of pairs whose labels hold.
+reviewer writes one row per pair: `pair_id,type,source,verdict,note` with verdict `ok` (both labels
+hold) or `wrong` (either side is mislabelled), and `score` prints the share of pairs whose labels
+hold. Audits done so far are in benchmarks/audits/ (a `#` line names the build).
 Aim (label integrity issue): >= 97 % on every build that is released.
 """
 
@@ -77,9 +78,14 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def score(path: Path) -> None:
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f) if r.get("pair_id")]
+def _verdicts(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:  # lines starting with # say which build was audited
+        return [r for r in csv.DictReader(ln for ln in f if not ln.startswith("#")) if r.get("pair_id")]
+
+
+def score(paths: list[Path]) -> None:
+    rows = [r for p in paths for r in _verdicts(p)]
+    path = ", ".join(str(p) for p in paths)
     bad = [r for r in rows if r["verdict"].strip() not in ("ok", "wrong")]
     if bad:
         raise SystemExit(f"{path}: verdict must be ok or wrong (pair {bad[0]['pair_id']}: {bad[0]['verdict']!r})")
@@ -103,7 +109,7 @@ def main() -> None:
     s.add_argument("--seed", type=int, default=7)
     s.add_argument("--source", action="append", help="only pairs of this source (repeatable)")
     c = sub.add_parser("score")
-    c.add_argument("verdicts", type=Path)
+    c.add_argument("verdicts", type=Path, nargs="+", help="one or more verdict CSVs (scored together)")
     args = ap.parse_args()
     if args.cmd == "sheet":
         print(sheet(args.home, args.pairs, args.seed, args.source))
