@@ -15,6 +15,7 @@ from finhallu.config import AssembleConfig
 from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, labels_for
 from finhallu.text import sentences
 from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
+from finhallu.tasks.validity import fingerprint_scores, shortcut_scores
 
 
 def build_samples(inputs: Frames) -> pl.DataFrame:
@@ -49,42 +50,6 @@ def build_samples(inputs: Frames) -> pl.DataFrame:
         rows.append({**base, "sample_id": f"smp-{stable_id(inj['injection_id'], 'f')}", "response": inj["counterpart_response"],
                      "label_binary": fb, "label_4class": f4, "hallu_type": None, "hallu_subtype": None})
     return rows_frame(rows, "sample_id")
-
-
-def fingerprint_scores(samples: pl.DataFrame, folds: int, seed: int) -> dict[str, float]:
-    """Can the label be told from the response alone? Response-only char 2-4-gram TF-IDF + LR
-    (cross-validated, grouped by pair) and a length-only threshold, on pairs whose responses differ."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import GroupKFold, cross_val_predict
-
-    differing = samples.group_by("pair_id").agg(pl.col("response").n_unique().alias("k")).filter(pl.col("k") == 2)["pair_id"]
-    df = samples.filter(pl.col("pair_id").is_in(differing.to_list())).sort("sample_id")
-    n_pairs = df["pair_id"].n_unique()
-    if n_pairs < max(4, folds):
-        return {"fingerprint_pairs": float(n_pairs)}
-    y = (df["label_binary"] == "hallucinated").to_numpy().astype(int)
-    groups = df["pair_id"].to_numpy()
-    x_text = df["response"].to_list()
-    cv = GroupKFold(n_splits=min(folds, n_pairs))
-    vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), min_df=1, sublinear_tf=True)
-    x = vec.fit_transform(x_text)
-    pred = cross_val_predict(LogisticRegression(max_iter=2000, C=1.0, random_state=seed), x, y, cv=cv, groups=groups)
-    tfidf_acc = float((pred == y).mean())
-    # Length-only: best threshold (either direction) learned on training folds, scored on held-out folds.
-    lengths = np.array([len(t) for t in x_text], dtype=float)
-    correct = 0
-    for train, test in cv.split(lengths, y, groups):
-        best = (0.0, 0.0, 1)
-        for thr in np.unique(lengths[train]):
-            for sign in (1, -1):
-                acc = ((sign * (lengths[train] - thr) > 0).astype(int) == y[train]).mean()
-                if acc > best[0]:
-                    best = (acc, thr, sign)
-        _, thr, sign = best
-        correct += int(((sign * (lengths[test] - thr) > 0).astype(int) == y[test]).sum())
-    return {"fingerprint_pairs": float(n_pairs), "fingerprint_tfidf_lr_accuracy": tfidf_acc,
-            "fingerprint_length_accuracy": correct / len(y)}
 
 
 _PUNCT_TAGS = ("SF", "SP", "SS", "SE", "SO", "SW")
@@ -215,8 +180,8 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
     add("all", "hard_negative_candidates", "all", hn.height)
     add("all", "hard_negative_step1_retention", "all", step1.height / max(1, hn.height))
     add("all", "hard_negative_step2_retention", "all", step1["is_hard_negative"].sum() / max(1, step1.height))
-    for key, value in fingerprint_scores(samples, cfg.fingerprint_folds, seed).items():
-        add("all", key, "all", value)
+    for metric, slice_, value in fingerprint_scores(samples, cfg.fingerprint_folds, seed) + shortcut_scores(samples):
+        add("all", metric, slice_, value)
     return pl.DataFrame(rows)
 
 

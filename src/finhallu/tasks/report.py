@@ -20,6 +20,7 @@ import polars as pl
 
 from finhallu.config import ReportConfig
 from finhallu.tasks.coverage import warnings_from_stats
+from finhallu.tasks.validity import failing as failing_shortcuts
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS
 from finhallu.tasks.base import Frames, StageContext
 from finhallu.tasks.metrics import LABEL_3CLASS
@@ -174,8 +175,9 @@ def render(metrics: pl.DataFrame, confusion: pl.DataFrame, stats: pl.DataFrame, 
     tests = tests if tests is not None else pl.DataFrame()
     detections = detections if detections is not None and detections.height else pl.DataFrame()
     stat_rows = list(stats.iter_rows(named=True)) if stats.height else []
-    validity = {r["metric"]: r["value"] for r in stat_rows if r["split"] == "all" and (
-        r["metric"].startswith(("fingerprint", "leakage", "retrieval", "dialogue_retention", "injection_retention")))}
+    validity = {(r["metric"] if r["slice"] == "all" else f"{r['metric']} [{r['slice']}]"): r["value"] for r in stat_rows
+                if r["split"] == "all" and r["metric"].startswith(
+                    ("fingerprint", "shortcut", "leakage", "retrieval", "dialogue_retention", "injection_retention"))}
     thr = [{"detector": d, "slice": sl, "cells": [mx.cell(d, "threshold", sl, m) for m in ("threshold", "precision", "recall", "f1", "mcc")]}
            for d in mx.detectors for sl in mx.slices if mx.get(d, "threshold", sl, "threshold")]
     info = metrics.select("dataset", "dataset_version", "eval_id").unique().sort("eval_id").to_dicts() if metrics.height else []
@@ -195,7 +197,8 @@ def render(metrics: pl.DataFrame, confusion: pl.DataFrame, stats: pl.DataFrame, 
         tests=_tests(tests), configs=_configs(detections),
         stats=[r for r in stat_rows if r["metric"] in ("samples", "pairs", "dialogues") or
                r["metric"].startswith("samples_by_label") or r["metric"] == "samples_by_hallu_type"],
-        validity=validity, backends=backends, warnings=warnings_from_stats(stat_rows), labels=_label_rows(stat_rows))
+        validity=validity, backends=backends, warnings=warnings_from_stats(stat_rows), labels=_label_rows(stat_rows),
+        shortcuts=failing_shortcuts(stat_rows))
 
 
 def _label_rows(stat_rows: list[dict]) -> list[dict]:
