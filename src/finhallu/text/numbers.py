@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_KUNIT = r"천만|백만|십만|조|억|만|천"
+_KUNIT = r"천만|백만|십만|조|억|만|천|백|십"
 _EUNIT = r"thousand|million|billion|trillion"
-_KMULT = {"조": 10**12, "억": 10**8, "천만": 10**7, "백만": 10**6, "십만": 10**5, "만": 10**4, "천": 10**3}
+_SMALL = {"천": 10**3, "백": 10**2, "십": 10}  # digits within a 만-group
+_BIG = {"조": 10**12, "억": 10**8, "만": 10**4}  # multiply the group before them
 _EMULT = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
 
 # A chain like "1억 5천만", "3조 2,000억", "5,000만", or a plain number, with optional English scale.
@@ -45,14 +46,24 @@ def parse_number(raw: str) -> Decimal | None:
     if m:
         base = parse_number(s[: m.start()])
         return None if base is None else base * _EMULT[m.group(1).lower()]
-    total = Decimal(0)
+    # Korean numerals group by 만: "5천5백만" is (5천 + 5백) x 만, "1억 6천5백만" 1억 + 6,500만.
+    total, group = Decimal(0), Decimal(0)
     for num, unit in _PIECE_RE.findall(s):
         try:
             val = Decimal(num.replace(",", ""))
         except InvalidOperation:
             return None
-        total += val * (_KMULT[unit] if unit else 1)
-    return total
+        if unit in _SMALL:
+            group += val * _SMALL[unit]
+        elif unit[:1] in _SMALL:  # 천만/백만/십만
+            total += (group + val * _SMALL[unit[0]]) * _BIG["만"]
+            group = Decimal(0)
+        elif unit:
+            total += (group + val) * _BIG[unit]
+            group = Decimal(0)
+        else:
+            group += val
+    return total + group
 
 
 def format_decimal(v: Decimal) -> str:
