@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 
 import polars as pl
+import random
+
 import pytest
 
 from finhallu.config import DialogueConfig, DialogueQCConfig
@@ -137,8 +139,30 @@ def test_the_judge_keeps_the_simulated_dialogues(built):
 ])
 def test_table_rows_are_stated_as_sentences(row, answer, expected):
     assert table_sentence(TABLE, row, answer, "ko") == expected
-    out = answer_turn("질문", TABLE, row, answer, "table", "ko", rng_seed=3, support_probability=0.0)
+    out = answer_turn("질문", TABLE, row, answer, "table", "ko", rng_seed=3, support_probability=0.0, paraphrase_rate=0.0)
     assert "|" not in out.response and out.response.endswith(expected)
+
+
+def test_answers_are_written_not_copied():
+    """The rules assistant restates its clue (tasks/paraphrase.py): across seeds the answers differ from
+    the clue, keep every figure's value and the gold answer span, and the label verifier accepts them."""
+    from finhallu.tasks.labelcheck import verify_inputs, verify_sample
+    from finhallu.tasks.paraphrase import paraphrase
+    from finhallu.text.quantities import quantities, states_value
+
+    clue = "서울의 경우 보증금 1억 6,500만 원 이하 임차인은 10일 이내에 신청하면 5,500만 원까지 우선해 변제받을 수 있습니다."
+    q = "서울 소액임차인이 최우선변제로 보호받는 금액은 최대 얼마인가요?"
+    written = {answer_turn(q, clue, clue, "5,500만 원", "span", "ko", rng_seed=seed, support_probability=0.0).response
+               for seed in range(12)}
+    copies = [w for w in written if clue in w]
+    assert len(written) >= 4 and len(copies) < len(written) / 2, written
+    for w in written:
+        assert "5,500만 원" in w and all(states_value(w, x) for x in quantities(clue)), w
+        assert verify_sample(**verify_inputs("faithful_answer", w, "", [clue], "", q, "5,500만 원", clue, "ko")).ok, w
+    en = paraphrase("We recorded revenue of $1.1 billion, compared to $900 million; our margin increased.", "en",
+                    random.Random(0), 1.0)
+    assert en == "The company recorded revenue of $1,100 million, versus $900 million; the company's margin rose."
+    assert paraphrase("한도는 10일 이내에 정합니다.", "ko", random.Random(0), 1.0, keep=["10일 이내"]) == "한도는 10일 이내에 정합니다."
 
 
 def test_markdown_rows_and_multi_row_clues():

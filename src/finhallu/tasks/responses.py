@@ -12,6 +12,7 @@ import re
 from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
+from finhallu.tasks.paraphrase import paraphrase
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.phrases import topic_of
 from finhallu.text.sentences import split_sentences
@@ -163,9 +164,12 @@ def _next_sentence(passage: str, clue: str) -> str | None:
 
 @operation("answer_turn", AnswerOut)
 def answer_turn(question: str, passage: str, clue: str, answer: str, qa_kind: str, lang: str,
-                rng_seed: int, support_probability: float = 0.5) -> AnswerOut:
+                rng_seed: int, support_probability: float = 0.5, paraphrase_rate: float = 0.7) -> AnswerOut:
+    """The clue stated as an answer, in the assistant's words (tasks/paraphrase.py rewrites each
+    rewrite site with probability paraphrase_rate), with an optional supporting sentence."""
     rng = random.Random(rng_seed)
     core = _clue_core(passage, clue, answer, lang)
+    written = random.Random(rng_seed * 7919 + 1)  # its own stream: the opener and extra choices stay as they were
     if qa_kind == "yesno":
         yes = answer.strip() in ("예", "네", "Yes", "yes")
         prefix = rng.choice(["네, ", "예, "]) if yes else rng.choice(["아니요, ", "아닙니다. "])
@@ -178,7 +182,7 @@ def answer_turn(question: str, passage: str, clue: str, answer: str, qa_kind: st
         extra = _next_sentence(passage, clue)
         if extra:
             response = response + " " + clean_sentence(extra)
-    return AnswerOut(response=response.strip(), evidence=core)
+    return AnswerOut(response=paraphrase(response.strip(), lang, written, paraphrase_rate, keep=[answer]), evidence=core)
 
 
 @operation("refuse_turn", TextOut)
