@@ -20,6 +20,14 @@ BAD_KNOBS = [
     ("nosuch.key=1", "nosuch: unknown setting"),
     ("retrieve.top_k=abc", "retrieve.top_k"),
     ("retrieve.top_k", "KEY=VALUE"),
+    ("dialogues.min_turns=-3", "dialogues.min_turns"),
+    ("dialogues.max_turns=0", "dialogues.max_turns"),
+    ("dialogues.min_turns=9", "must not exceed dialogues.max_turns"),
+    ("llm.max_failed_share=1.5", "llm.max_failed_share"),
+    ("llm.max_failed_share=-0.1", "llm.max_failed_share"),
+    ("llm.failed_share_min_calls=0", "llm.failed_share_min_calls"),
+    ("llm.max_attempts=0", "llm.max_attempts"),
+    ("llm.max_attempts=1000", "llm.max_attempts"),
 ]
 
 

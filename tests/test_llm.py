@@ -288,3 +288,171 @@ def test_every_operation_has_ko_and_en_templates_over_its_own_inputs():
         for lang in ("ko", "en"):
             used = meta.find_undeclared_variables(env.parse(op.template(lang)))
             assert used <= params, f"{lang}/{name}.j2 uses {sorted(used - params)} which {name} does not take"
+
+
+# ---- reliability (issue 16): every fault a recorded failure or a retry, never a crash ---------------
+@pytest.mark.parametrize("kind", ["openai", "gemini"])
+@pytest.mark.parametrize("fault", [("html",), ("truncated",), ("hold",), ("status", 502)])
+def test_transport_faults_of_both_sdks_are_retried(tmp_path, kind, fault):
+    """An HTML gateway page (text/html), a connection dropped mid-body, no answer at all (the
+    client's timeout fires) and a 502: each is one failed attempt, then the retry answers."""
+    with StubLLM(fault_hold_s=30) as stub:
+        rt = runtime(tmp_path, timeout_s=0.5)
+        role = (openai_role if kind == "openai" else gemini_role)(stub)
+        stub.faults.append(fault)
+        assert isinstance(LLMRouter({"j": role}, rt).call("j", OP, **INPUTS), AnswerabilityOut)
+        rec = rt.ledger.rows()[0]
+        assert rec["attempts"] == 2 and rec["error"] is None
+        assert stub.count("chat" if kind == "openai" else "generate") == 2
+
+
+@pytest.mark.parametrize("kind", ["openai", "gemini"])
+def test_a_gateway_page_on_every_attempt_is_a_recorded_failure(stub, tmp_path, kind):
+    rt = runtime(tmp_path, max_attempts=3)
+    role = (openai_role if kind == "openai" else gemini_role)(stub)
+    stub.faults.extend([("html",)] * 3)
+    assert LLMRouter({"j": role}, rt).call("j", OP, **INPUTS) is None
+    err = rt.ledger.rows()[0]["error"]
+    assert "unreadable response body" in err and "after 3 attempt" in err
+
+
+def test_every_transport_exception_class_maps_to_a_retryable_provider_error():
+    import asyncio
+
+    import httpx
+    import httpx2
+
+    from finhallu.llm.providers.base import transport_error
+
+    req = httpx2.Request("POST", "http://127.0.0.1/")
+    for exc in (httpx2.ReadTimeout("t", request=req), httpx2.ConnectTimeout("t", request=req),
+                httpx2.ConnectError("c", request=req), httpx2.RemoteProtocolError("r", request=req),
+                httpx2.ReadError("r", request=req), httpx2.DecodingError("d", request=req),
+                httpx.ReadTimeout("t"), httpx.RemoteProtocolError("r"), httpx.ConnectError("c"),
+                asyncio.TimeoutError(), ConnectionResetError("reset"), ValueError("Expecting value")):
+        err = transport_error("gemini m", exc)
+        assert err is not None and err.retryable, exc
+    assert "timed out" in str(transport_error("m", httpx2.ReadTimeout("t", request=req)))
+    assert transport_error("m", KeyError("x")) is None
+
+
+def test_a_rejected_key_stops_at_once_naming_role_and_variable(stub, tmp_path):
+    from finhallu.llm.errors import KeyRejected
+
+    rt = runtime(tmp_path)
+    router = LLMRouter({"judge": openai_role(stub)}, rt)
+    stub.faults.extend([("status", 401)] * 5)
+    with pytest.raises(KeyRejected) as info:
+        router.call_many("judge", OP, [dict(INPUTS, question=f"q{i}?") for i in range(5)])
+    msg = str(info.value)
+    assert "'judge'" in msg and "OPENAI_API_KEY" in msg and "401" in msg and KEY not in msg
+    n = stub.count("chat")
+    with pytest.raises(KeyRejected):  # every later call of the stage stops without a request
+        router.call("judge", OP, sample=9, **INPUTS)
+    assert stub.count("chat") == n <= 5
+
+
+def test_keys_are_stripped_and_their_shape_checked(monkeypatch):
+    from finhallu.llm.keys import resolve_key
+
+    role = {"provider": "openai", "model": "gpt-4o"}
+    monkeypatch.setenv("OPENAI_API_KEY", f"  {KEY}\n")
+    assert resolve_key("judge", role) == KEY
+    for bad in (f"{KEY} {KEY}", f"{KEY}\x07x", f"sk-ключ{KEY}"):
+        monkeypatch.setenv("OPENAI_API_KEY", bad)
+        with pytest.raises(MissingKeyError) as info:
+            check_keys({"judge": role})
+        assert "OPENAI_API_KEY" in str(info.value) and "'judge'" in str(info.value) and KEY not in str(info.value)
+    monkeypatch.setenv("OPENAI_API_KEY", " \n")  # blank: missing
+    with pytest.raises(MissingKeyError, match="no API key was found"):
+        check_keys({"judge": role})
+
+
+def test_a_stage_past_its_failure_budget_stops_instead_of_hammering(stub, tmp_path):
+    from finhallu.llm.errors import FailureBudgetExceeded
+
+    rt = runtime(tmp_path, max_attempts=1, max_failed_share=0.5, failed_share_min_calls=4,
+                 limits={"gpt-4o": ModelLimits(concurrency=1)})
+    stub.faults.extend([("status", 500)] * 50)
+    with pytest.raises(FailureBudgetExceeded, match="llm.max_failed_share"):
+        LLMRouter({"j": openai_role(stub)}, rt).call_many("j", OP, [dict(INPUTS, question=f"q{i}?") for i in range(30)])
+    assert stub.count("chat") == 4  # one at a time: the 4th failure (4 of 4 > 50 %) stopped the stage
+    # Under the budget the stage goes on: 1 failure in 20 calls.
+    stub.faults.clear()
+    stub.reset_counts()
+    rt = runtime(tmp_path, max_attempts=1, max_failed_share=0.5, failed_share_min_calls=4)
+    stub.faults.append(("status", 500))
+    outs = LLMRouter({"j": openai_role(stub)}, rt).call_many("j", OP, [dict(INPUTS, question=f"r{i}?") for i in range(20)])
+    assert sum(o is None for o in outs) == 1
+
+
+def test_failures_are_kept_on_rerun_and_resent_with_retry_failed(stub, tmp_path):
+    role = {"j": openai_role(stub)}
+    stub.faults.extend([("status", 503)] * 2 + [("text", "[1]"), ("text", "[2]")])
+    rt = runtime(tmp_path, max_attempts=2)
+    assert LLMRouter(role, rt).call("j", OP, **INPUTS) is None  # retries spent
+    assert LLMRouter(role, rt).call("j", OP, sample=1, **INPUTS) is None  # invalid output after the repair
+    assert stub.count("chat") == 4
+    assert len(rt.cache.failed_keys()) == 2
+    # A rerun keeps them as recorded failures, with no request.
+    stub.reset_counts()
+    rt2 = runtime(tmp_path, max_attempts=2)
+    assert LLMRouter(role, rt2).call("j", OP, **INPUTS) is None
+    assert LLMRouter(role, rt2).call("j", OP, sample=1, **INPUTS) is None
+    assert stub.count("chat") == 0
+    assert all(r["error"].startswith("recorded failure") for r in rt2.ledger.rows())
+    # --retry-failed sends exactly those again (the invalid cached reply of the second is not reused).
+    rt3 = runtime(tmp_path, max_attempts=2, retry_failed=True)
+    assert isinstance(LLMRouter(role, rt3).call("j", OP, **INPUTS), AnswerabilityOut)
+    assert isinstance(LLMRouter(role, rt3).call("j", OP, sample=1, **INPUTS), AnswerabilityOut)
+    assert stub.count("chat") == 2 and rt3.cache.failed_keys() == set()
+    rt4 = runtime(tmp_path)
+    assert isinstance(LLMRouter(role, rt4).call("j", OP, **INPUTS), AnswerabilityOut) and stub.count("chat") == 2
+
+
+def test_one_request_per_key_at_a_time(stub, tmp_path):
+    """Nine calls of one failing prompt in a stage: sent max_attempts times in all, not nine times that."""
+    rt = runtime(tmp_path, max_attempts=3)
+    stub.faults.extend([("status", 500)] * 30)
+    outs = LLMRouter({"j": openai_role(stub)}, rt).call_many("j", OP, [dict(INPUTS)] * 9)
+    assert outs == [None] * 9 and stub.count("chat") == 3
+
+
+@pytest.mark.parametrize("kind", ["openai", "gemini"])
+def test_an_endpoint_without_a_batch_api_falls_back_to_online_calls(tmp_path, kind, caplog):
+    with StubLLM(batch_api=False) as stub:
+        rt = runtime(tmp_path, batch_min_requests=5)
+        role = (openai_role if kind == "openai" else gemini_role)(stub, batch=True)
+        with caplog.at_level("WARNING", logger="finhallu.llm"):
+            outs = LLMRouter({"j": role}, rt).call_many("j", OP, [dict(INPUTS, question=f"q{i}?") for i in range(8)])
+        assert all(isinstance(o, AnswerabilityOut) for o in outs)
+        assert stub.count("chat" if kind == "openai" else "generate") == 8
+        warnings = [r.getMessage() for r in caplog.records if "go online" in r.getMessage()]
+        assert len(warnings) == 1 and "8 judge_answerability requests" in warnings[0]
+
+
+def test_a_batch_poll_error_falls_back_to_online_calls(stub, tmp_path, monkeypatch):
+    from finhallu.llm.providers import get_provider
+
+    def broken_poll(self, client, job_id):
+        raise RuntimeError("poll endpoint exploded")
+
+    monkeypatch.setattr(type(get_provider("openai")), "poll_batch", broken_poll)
+    rt = runtime(tmp_path, batch_min_requests=2)
+    outs = LLMRouter({"j": openai_role(stub, batch=True)}, rt).call_many(
+        "j", OP, [dict(INPUTS, question=f"q{i}?") for i in range(3)])
+    assert all(isinstance(o, AnswerabilityOut) for o in outs) and stub.count("chat") == 3
+
+
+def test_random_faults_are_seeded_and_per_request():
+    a, b, c = (StubLLM(fault_rate=0.3, fault_seed=s) for s in (1, 1, 2))
+    try:
+        draws = [[x.draw_fault(f"req{i}") for i in range(400)] for x in (a, b, c)]
+    finally:
+        for x in (a, b, c):
+            x._server.server_close()
+    assert draws[0] == draws[1] != draws[2]
+    share = sum(d is not None for d in draws[0]) / 400
+    assert 0.2 < share < 0.4 and set(draws[0]) - {None} == {"429", "500", "timeout", "html", "truncated", "schema"}
+    with pytest.raises(ValueError):
+        StubLLM(fault_kinds=("404",))

@@ -178,8 +178,8 @@ class RetrieveConfig(_Section):
 
 
 class DialogueConfig(_Section):
-    min_turns: int = 4
-    max_turns: int = 8
+    min_turns: int = Field(4, ge=1)
+    max_turns: int = Field(8, ge=1)
     dialogues_per_document: int = 1
     dialogues_per_filing: int = 3  # 10-K / DART documents are long: several dialogues each
     min_hard_negatives: int = 3  # an unanswerable turn needs at least this many hard negatives
@@ -189,6 +189,13 @@ class DialogueConfig(_Section):
     # flow coherent (a candidate of another document must share this much with the current question).
     write_new_questions: bool = True
     coherence_min_overlap: float = 0.15
+
+    @model_validator(mode="after")
+    def _turns(self) -> "DialogueConfig":
+        if self.min_turns > self.max_turns:
+            raise ValueError(f"dialogues.min_turns ({self.min_turns}) must not exceed dialogues.max_turns "
+                             f"({self.max_turns})")
+        return self
 
 
 class DialogueQCConfig(_Section):
@@ -343,7 +350,14 @@ class LLMConfig(_Section):
 
     cache: bool = True  # the SQLite call cache under <home>/cache/llm_calls.sqlite
     timeout_s: float = Field(60.0, gt=0)
-    max_attempts: int = Field(6, ge=1)  # per request, the first included (429/5xx/timeouts are retried)
+    max_attempts: int = Field(6, ge=1, le=20)  # per request, the first included (429/5xx/timeouts are retried)
+    # The stage's failure budget: once more than this share of its provider calls failed for good
+    # (after at least `failed_share_min_calls` calls), the stage stops instead of hammering.
+    max_failed_share: float = Field(0.5, ge=0.0, le=1.0)
+    failed_share_min_calls: int = Field(20, ge=1)
+    # Send requests recorded as failed by an earlier build again (`finhallu build --retry-failed`);
+    # otherwise a rerun records them as failed again without a request.
+    retry_failed: bool = False
     backoff_base_s: float = Field(1.0, ge=0)
     backoff_max_s: float = Field(60.0, ge=0)
     max_retry_after_s: float = Field(300.0, ge=0)

@@ -4,7 +4,9 @@ WAL lets concurrent readers proceed while one writer commits, and `busy_timeout`
 second process (a parallel build on another home sharing the cache, a deployment run) wait
 instead of failing. Stored: the raw reply text and its usage, so a rerun re-parses exactly
 what the provider said and the ledger can show what a cache hit saved. Batch jobs are kept in
-the same file so a rerun finds a job it submitted earlier instead of paying for it twice.
+the same file so a rerun finds a job it submitted earlier instead of paying for it twice, and so
+are failures (requests that failed for good): a rerun records them again without a request, and
+`finhallu build --retry-failed` sends them again.
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ CREATE TABLE IF NOT EXISTS batch_jobs (
   created_at REAL NOT NULL,
   updated_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS failures (
+  key TEXT PRIMARY KEY,           -- a request that failed for good (retries spent, or output invalid after the repair)
+  provider TEXT NOT NULL,
+  model TEXT NOT NULL,
+  schema_name TEXT NOT NULL,
+  error TEXT NOT NULL,            -- masked: never a key
+  created_at REAL NOT NULL
+);
 """
 
 
@@ -72,6 +82,21 @@ class CallCache:
             "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?)",
             (key, provider, model, schema_name, reply.text, reply.input_tokens, reply.output_tokens,
              reply.finish_reason, reply.model_version, time.time()))
+
+    # ---- failures: a rerun keeps them (no request) unless it is told to retry them -----------
+    def failure(self, key: str) -> str | None:
+        rows = self._exec("SELECT error FROM failures WHERE key=?", (key,))
+        return rows[0][0] if rows else None
+
+    def put_failure(self, key: str, provider: str, model: str, schema_name: str, error: str) -> None:
+        self._exec("INSERT OR REPLACE INTO failures VALUES (?,?,?,?,?,?)",
+                   (key, provider, model, schema_name, error, time.time()))
+
+    def clear_failure(self, key: str) -> None:
+        self._exec("DELETE FROM failures WHERE key=?", (key,))
+
+    def failed_keys(self) -> set[str]:
+        return {r[0] for r in self._exec("SELECT key FROM failures")}
 
     def __len__(self) -> int:
         return self._exec("SELECT count(*) FROM calls")[0][0]

@@ -25,3 +25,13 @@ class ProviderError(LLMError):
 
 class BatchPending(LLMError):
     """A batch job is still running after `batch_max_wait_s`; its id is persisted, a rerun resumes it."""
+
+
+class KeyRejected(LLMError):
+    """The provider refused a role's API key (HTTP 401/403): the build stops at once, naming the
+    role and where its key came from, instead of running on without that role's outputs."""
+
+
+class FailureBudgetExceeded(LLMError):
+    """More than `llm.max_failed_share` of a stage's provider calls failed for good: the stage
+    stops instead of hammering a provider that is down."""

@@ -29,20 +29,46 @@ def _secret(name: str) -> str | None:
         return None
 
 
-def resolve_key(role: str, cfg: dict) -> str | None:
+def key_problem(value: str) -> str | None:
+    """What is wrong with the shape of a key (already stripped), never quoting it."""
+    if not value:
+        return "is empty"
+    if any(ch.isspace() for ch in value):
+        return "contains whitespace inside it (two keys pasted together, or a line break?)"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        return "contains control characters"
+    if not value.isascii():
+        return "contains non-ASCII characters (HTTP headers cannot carry them)"
+    return None
+
+
+def _checked(role: str, where: str, value: str) -> str:
+    # A trailing newline (`echo $KEY > file`, a copied line) is the usual accident: an HTTP client
+    # refuses it in a header, every attempt fails as a "connection error" and the build stalls.
+    value = value.strip()
+    problem = key_problem(value)
+    if problem:
+        raise MissingKeyError(f"role {role!r}: the API key in {where} {problem}; set it to the bare key")
+    return value
+
+
+def resolve_key_source(role: str, cfg: dict) -> tuple[str | None, str | None]:
+    """(key, where it came from: the env var or Secret block) for a role; whitespace around the
+    key is stripped and its shape checked (MissingKeyError naming the variable, never the key)."""
     provider = cfg["provider"]
     if provider in KEYLESS:
-        return None
+        return None, None
     envs = (cfg["api_key_env"],) if cfg.get("api_key_env") else DEFAULT_KEY_ENVS[provider]
     for env in envs:
-        if os.environ.get(env):
-            return os.environ[env]
+        if os.environ.get(env, "").strip():
+            return _checked(role, env, os.environ[env]), env
     if cfg.get("api_key_secret"):
         value = _secret(cfg["api_key_secret"])
-        if value:
-            return value
+        if value and value.strip():
+            where = f"the Prefect Secret block {cfg['api_key_secret']!r}"
+            return _checked(role, where, value), where
     if provider == "openai_compatible":
-        return PLACEHOLDER_KEY
+        return PLACEHOLDER_KEY, None
     where = " or ".join(envs)
     if cfg.get("api_key_secret"):
         where += f" or the Prefect Secret block {cfg['api_key_secret']!r}"
@@ -50,6 +76,10 @@ def resolve_key(role: str, cfg: dict) -> str | None:
         f"role {role!r} uses {provider}:{cfg['model']} but no API key was found: set {where}"
         + ("" if cfg.get("api_key_secret") else " (or name a Prefect Secret block in roles."
            f"{role}.api_key_secret)"))
+
+
+def resolve_key(role: str, cfg: dict) -> str | None:
+    return resolve_key_source(role, cfg)[0]
 
 
 def check_keys(roles: dict[str, dict]) -> None:

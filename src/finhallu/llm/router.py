@@ -133,11 +133,13 @@ class LLMRouter:
                 reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True)
             except ProviderError:
                 rec.error = f"invalid output ({first}); the repair call failed"
+                rt.mark_failed(request, rec.error)  # a rerun with --retry-failed asks the first prompt again
                 return None
             try:
                 return parse_output(reply2.text, op.output)
             except OutputError as second:
                 rec2.error = f"invalid output after one repair: {second}"
+                rt.mark_failed(request, rec2.error)
                 return None
 
     # ---- internals ----------------------------------------------------------------------

@@ -3,7 +3,10 @@
 `execute()` is the one path every remote call takes:
 cache lookup -> limiter (RPM/TPM/concurrency) -> provider attempt -> retry on 429/5xx/timeouts
 (Retry-After honoured, exponential backoff with jitter otherwise, bounded attempts) -> cache
-store -> ledger record. The runtime of the running stage is found through a context variable,
+store -> ledger record. A request that fails for good is recorded in the call cache: a rerun
+records it again without sending it, unless `llm.retry_failed` (`finhallu build --retry-failed`).
+Past `llm.max_failed_share` failed calls a stage stops (FailureBudgetExceeded), and a 401/403
+stops it at once (KeyRejected, naming the role and its key's variable). The runtime of the running stage is found through a context variable,
 so stage code only ever needs `LLMRouter(ctx.roles)`.
 """
 
@@ -21,8 +24,8 @@ from pathlib import Path
 
 from finhallu.clients.http import RetryPolicy
 from finhallu.llm.cache import CallCache
-from finhallu.llm.errors import BatchPending, LLMError, ProviderError
-from finhallu.llm.keys import mask, resolve_key
+from finhallu.llm.errors import BatchPending, FailureBudgetExceeded, KeyRejected, LLMError, ProviderError
+from finhallu.llm.keys import PLACEHOLDER_KEY, mask, resolve_key_source
 from finhallu.llm.ledger import CallRecord, Ledger, cost_usd
 from finhallu.llm.limits import LIMITERS
 from finhallu.llm.request import LLMReply, LLMRequest
@@ -46,6 +49,16 @@ class LLMRuntime:
         self.ledger = Ledger()
         self.sleep, self.rng = sleep, rng
         self._keys: dict[str, str | None] = {}
+        self._key_where: dict[str, str | None] = {}
+        # `--retry-failed`: requests recorded as failed (in the call cache) are sent again; without
+        # it they are recorded failures again, with no request (a rerun is what the first build was).
+        self.retry_failed = bool(getattr(self.settings, "retry_failed", False))
+        self.max_failed_share = float(getattr(self.settings, "max_failed_share", 1.0))
+        self.failed_share_min_calls = int(getattr(self.settings, "failed_share_min_calls", 20))
+        self.live_calls = 0  # calls that reached the provider (or a batch job) and finished
+        self.live_failures = 0
+        self._stop: LLMError | None = None  # a rejected key or a spent failure budget stops every call
+        self._key_locks: dict[str, asyncio.Lock] = {}
         self.retry = RetryPolicy(max_attempts=self.settings.max_attempts, backoff_base=self.settings.backoff_base_s,
                                  backoff_max=self.settings.backoff_max_s,
                                  max_retry_after=self.settings.max_retry_after_s)
@@ -58,8 +71,42 @@ class LLMRuntime:
     # ---- keys, limits, prices -----------------------------------------------------------
     def key_for(self, role: str, cfg: dict) -> str | None:
         if role not in self._keys:
-            self._keys[role] = resolve_key(role, cfg)
+            self._keys[role], self._key_where[role] = resolve_key_source(role, cfg)
         return self._keys[role]
+
+    def key_rejected(self, role: str, request: LLMRequest, exc: ProviderError) -> KeyRejected:
+        where = self._key_where.get(role)
+        if where is None:
+            where = (f"the key its endpoint expects (set roles.{role}.api_key_env)"
+                     if self._keys.get(role) in (None, PLACEHOLDER_KEY) else "its key")
+        return KeyRejected(mask(f"role {role!r} ({request.provider}:{request.model}): the provider refused the API "
+                                f"key (HTTP {exc.status}); check {where}", self._keys.get(role)))
+
+    def _stopped(self) -> LLMError:
+        return type(self._stop)(str(self._stop))
+
+    def _count(self, failed: bool) -> None:
+        """Count a finished provider call; past the stage's failure budget every further call stops."""
+        self.live_calls += 1
+        self.live_failures += int(failed)
+        if (failed and self._stop is None and self.live_calls >= self.failed_share_min_calls
+                and self.live_failures > self.max_failed_share * self.live_calls):
+            self._stop = FailureBudgetExceeded(
+                f"stage {self.stage!r}: {self.live_failures} of {self.live_calls} LLM calls failed after retries "
+                f"(more than llm.max_failed_share={self.max_failed_share:g}); stopped instead of hammering the "
+                "provider. Check the provider, then rerun with --retry-failed")
+
+    def mark_failed(self, request: LLMRequest, error: str) -> None:
+        """Record a request as failed for good (invalid output after the repair, say): a rerun keeps the
+        failure without a request unless it runs with --retry-failed."""
+        if self.cache is not None:
+            self.cache.put_failure(request.key(), request.provider, request.model, request.schema_name, error)
+
+    def _key_lock(self, key: str) -> asyncio.Lock:
+        lock = self._key_locks.get(key)
+        if lock is None:
+            lock = self._key_locks[key] = asyncio.Lock()
+        return lock
 
     def limiter(self, provider: str, endpoint: str, model: str):
         lim = self.settings.limits.get(model) or self.settings.default_limits
@@ -79,28 +126,51 @@ class LLMRuntime:
 
     async def execute(self, provider, client, request: LLMRequest, role: str, operation: str, *,
                       repair: bool = False, batch_replies: dict | None = None) -> tuple[LLMReply, CallRecord]:
+        if self._stop is not None:
+            raise self._stopped()
         key = request.key()
         if batch_replies and key in batch_replies:
             reply = batch_replies.pop(key)
             cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=True)
+            self._count(False)
             return reply, self.record(request, role, operation, input_tokens=reply.input_tokens,
                                       output_tokens=reply.output_tokens, cost_usd=cost, attempts=1, batch=True,
                                       repair=repair)
-        if self.cache is not None:
-            hit = self.cache.get(key)
+        if self.cache is None:
+            return await self._send(provider, client, request, role, operation, repair)
+        # One request per key at a time: a second caller of the same prompt waits for the first and
+        # takes its answer (or its failure) from the cache instead of sending it again.
+        async with self._key_lock(key):
+            failed = self.cache.failure(key)
+            if failed is not None and not self.retry_failed:
+                rec = self.record(request, role, operation, cache_hit=True, repair=repair,
+                                  error=f"recorded failure (not sent again; rerun with --retry-failed): {failed}")
+                raise ProviderError(rec.error, retryable=False)
+            hit = None if failed is not None else self.cache.get(key)  # a failed key's cached text was invalid
             if hit is not None:
                 return hit, self.record(request, role, operation, input_tokens=hit.input_tokens,
                                         output_tokens=hit.output_tokens, cache_hit=True, repair=repair)
+            return await self._send(provider, client, request, role, operation, repair)
+
+    async def _send(self, provider, client, request: LLMRequest, role: str, operation: str,
+                    repair: bool) -> tuple[LLMReply, CallRecord]:
+        from finhallu.llm.providers.base import unexpected_error
+
+        key = request.key()
         limiter = self.limiter(request.provider, request.endpoint, request.model)
         estimate = request.approx_input_tokens() + int(request.params.get("max_tokens") or 0)
         latency = 0.0  # time at the provider (all attempts), not time queued behind the limits
         attempt = 0
         while True:
+            if self._stop is not None:  # another call of the stage hit a rejected key or the failure budget
+                raise self._stopped()
             attempt += 1
             try:
                 # Concurrency slot first, then the rate slot: a request that waited for a slot must
                 # not carry an old rate reservation (requests would bunch up at the provider).
                 async with limiter.semaphore():
+                    if self._stop is not None:  # it stopped while this call waited for a slot
+                        raise self._stop
                     reservation = await limiter.acquire(estimate)
                     sent = time.monotonic()
                     try:
@@ -112,7 +182,17 @@ class LLMRuntime:
                         latency += time.monotonic() - sent
                 reservation.settle(reply.input_tokens + reply.output_tokens or estimate)
                 break
-            except ProviderError as exc:
+            except (KeyRejected, FailureBudgetExceeded):
+                raise self._stopped() from None
+            except Exception as raised:  # a provider maps its SDK's errors; anything else is recorded, not a crash
+                exc = raised if isinstance(raised, ProviderError) else unexpected_error(
+                    f"{request.provider} {request.model}", raised)
+                if exc.status in (401, 403):
+                    self.record(request, role, operation, attempts=attempt, repair=repair,
+                                latency_s=round(latency, 3), error=mask(str(exc), self._keys.get(role)))
+                    if self._stop is None:
+                        self._stop = self.key_rejected(role, request, exc)
+                    raise self._stopped() from None
                 delay = exc.retry_after if exc.retry_after is not None else self.retry.backoff(attempt, self.rng)
                 give_up = (not exc.retryable or attempt >= self.retry.max_attempts
                            or (exc.retry_after or 0) > self.retry.max_retry_after)
@@ -120,14 +200,20 @@ class LLMRuntime:
                     rec = self.record(request, role, operation, attempts=attempt, repair=repair,
                                       latency_s=round(latency, 3),
                                       error=mask(f"{exc} (after {attempt} attempt(s))", self._keys.get(role)))
+                    self.mark_failed(request, rec.error)
+                    self._count(True)
+                    if self._stop is not None:
+                        raise self._stopped() from None
                     raise ProviderError(rec.error, status=exc.status, retryable=False) from None
                 if exc.status == 429 and exc.retry_after:
                     limiter.pause(exc.retry_after)  # the provider said the whole model is over: everyone waits
-                log.info("%s %s: %s; retry %d/%d in %.2fs", request.provider, request.model, exc, attempt + 1,
-                         self.retry.max_attempts, delay)
+                log.info("%s %s: %s; retry %d/%d in %.2fs", request.provider, request.model,
+                         mask(str(exc), self._keys.get(role)), attempt + 1, self.retry.max_attempts, delay)
                 await self.sleep(delay)
+        self._count(False)
         if self.cache is not None and reply.text is not None:
             self.cache.put(key, request.provider, request.model, request.schema_name, reply)
+            self.cache.clear_failure(key)
         cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=False)
         return reply, self.record(request, role, operation, input_tokens=reply.input_tokens,
                                   output_tokens=reply.output_tokens, cost_usd=cost, latency_s=round(latency, 3),
@@ -141,10 +227,42 @@ class LLMRuntime:
         The job id is stored before the first poll, so an interrupted build resumes polling the
         same job on rerun instead of paying for a second one.
         """
-        todo = [r for r in requests if self.cache is None or self.cache.get(r.key()) is None]
-        todo = list({r.key(): r for r in todo}.values())
-        if len(todo) < self.settings.batch_min_requests or self.cache is None:
+        if self.cache is None or self._stop is not None:
             return {}
+        failed = self.cache.failed_keys()
+        # Not cached, and not a recorded failure (unless this run retries those).
+        todo = [r for r in requests if (r.key() in failed and self.retry_failed)
+                or (r.key() not in failed and self.cache.get(r.key()) is None)]
+        todo = list({r.key(): r for r in todo}.values())
+        if len(todo) < self.settings.batch_min_requests:
+            return {}
+        try:
+            return self._run_batch(provider, client, todo, role, operation, wall_sleep)
+        except BatchPending:
+            raise
+        except Exception as exc:  # no /v1/files, a refused job, a poll that failed: the requests go online
+            from finhallu.llm.providers.base import transport_error, unexpected_error
+
+            who = f"{provider.name} {todo[0].model}"
+            err = exc if isinstance(exc, ProviderError) else (self._batch_api_error(who, exc)
+                                                             or transport_error(who, exc) or unexpected_error(who, exc))
+            if err.status in (401, 403):
+                self._stop = self.key_rejected(role, todo[0], err)
+                raise self._stopped() from None
+            log.warning("stage %s: the %s batch job for %d %s requests failed (%s); they go online instead",
+                        self.stage, provider.name, len(todo), operation, mask(str(err), self._keys.get(role)))
+            return {}
+
+    @staticmethod
+    def _batch_api_error(who: str, exc: Exception) -> ProviderError | None:
+        """The HTTP status of an SDK's API error raised while submitting or polling a batch job."""
+        status = getattr(exc, "status_code", None) or getattr(exc, "code", None)
+        if isinstance(status, int) and 100 <= status < 600:
+            return ProviderError(f"{who}: HTTP {status}: {' '.join(str(exc).split())[:300]}", status=status)
+        return None
+
+    def _run_batch(self, provider, client, todo: list[LLMRequest], role: str, operation: str,
+                   wall_sleep) -> dict[str, LLMReply]:
         keys = sorted(r.key() for r in todo)
         batch_key = hashlib.sha256("\n".join(keys).encode()).hexdigest()
         job = self.cache.batch_job(batch_key)
@@ -168,13 +286,14 @@ class LLMRuntime:
             wall_sleep(self.settings.batch_poll_s)
             waited += self.settings.batch_poll_s
         if "__batch__" in results:
-            log.warning("%s; its requests go online", results["__batch__"])
+            log.warning("stage %s: %s; its %d requests go online", self.stage, results["__batch__"], len(todo))
             return {}
         by_key = {r.key(): r for r in todo}
         replies = {}
         for key, res in results.items():
             if isinstance(res, LLMReply) and res.text is not None and key in by_key:
                 self.cache.put(key, by_key[key].provider, by_key[key].model, by_key[key].schema_name, res)
+                self.cache.clear_failure(key)
                 replies[key] = res
             elif key in by_key:
                 log.warning("batch item %s: %s; it goes online", key[:12], res)

@@ -5,7 +5,10 @@
 It answers with a JSON instance of the request's schema, built deterministically from the
 schema and the prompt (scores at their maximum, strings taken from the prompt's evidence
 lines), or with scripted faults: HTTP statuses with headers, a stall past the client's
-timeout, malformed or empty output. It can enforce an RPM limit the way providers do (a
+timeout, malformed or empty output. Random faults (`fault_rate`, `fault_kinds`: 429, 500,
+timeout, html, truncated, schema) are drawn from the seed, the request body and how often that
+body was seen, so the same build against the same seed meets the same faults whatever the
+order in which concurrent requests arrive. It can enforce an RPM limit the way providers do (a
 sliding 60 s window, 429 + Retry-After) and counts what it saw. Tests, `benchmarks/` and
 `finhallu llm-stub` (to try a profile against an OpenAI-compatible endpoint offline) use it.
 """
@@ -17,6 +20,7 @@ import email.policy
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 from collections import deque
@@ -24,6 +28,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 Responder = Callable[[str, dict, list[tuple[str, str]]], dict]
+# 429 (with a short Retry-After), 500, timeout (no answer until the client gives up), html (a 200
+# gateway page, Content-Type text/html), truncated (the connection drops mid-body), schema (a 200
+# whose output is valid JSON that does not match the schema).
+FAULT_KINDS = ("429", "500", "timeout", "html", "truncated", "schema")
+GATEWAY_PAGE = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
 
 
 # ---- schema-driven answers ---------------------------------------------------------------
@@ -75,12 +84,31 @@ def default_responder(schema_name: str, schema: dict, messages: list[tuple[str, 
 
 
 # ---- the server ----------------------------------------------------------------------------
+class _Server(ThreadingHTTPServer):
+    # A deep accept queue: with the default of 5, a burst of concurrent connects overflows it and
+    # a client's SYN waits for a retransmit (seconds), which reads as a timeout that never reached us.
+    request_queue_size = 256
+
+
 class StubLLM:
     """`with StubLLM() as stub:` serves on 127.0.0.1:<port>; `stub.openai_base` / `stub.gemini_base`."""
 
     def __init__(self, *, latency_s: float = 0.0, rpm_limit: float | None = None,
                  responder: Responder = default_responder, batch_polls_until_done: int = 1,
-                 port: int = 0, usage_tokens: tuple[int, int] | None = None):
+                 port: int = 0, usage_tokens: tuple[int, int] | None = None, fault_rate: float = 0.0,
+                 fault_kinds: tuple[str, ...] = FAULT_KINDS, fault_seed: int = 0, fault_hold_s: float = 120.0,
+                 batch_api: bool = True):
+        unknown = set(fault_kinds) - set(FAULT_KINDS)
+        if unknown or not 0.0 <= fault_rate <= 1.0:
+            raise ValueError(f"fault kinds are {FAULT_KINDS} (got {sorted(unknown)}), the rate a share in [0, 1]")
+        self.fault_rate = fault_rate  # may be changed while serving (a test turns faults off for a rerun)
+        self.fault_kinds = tuple(fault_kinds)
+        self.fault_seed = fault_seed
+        self.fault_hold_s = fault_hold_s  # how long a `timeout` fault holds the connection (or until stop)
+        self.faults_injected: dict[str, int] = {}
+        self.batch_api = batch_api  # False: an endpoint without /v1/files and batch routes (404s)
+        self._seen: dict[str, int] = {}
+        self._stopping = threading.Event()
         self.latency_s = latency_s
         self.rpm_limit = rpm_limit
         self.responder = responder
@@ -96,7 +124,7 @@ class StubLLM:
         self.max_inflight = 0
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server = _Server(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -118,6 +146,7 @@ class StubLLM:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # held `timeout` faults let go
         self._server.shutdown()
         self._server.server_close()
 
@@ -135,6 +164,30 @@ class StubLLM:
     def reset_counts(self) -> None:
         with self.lock:
             self.requests.clear()
+            self.faults_injected.clear()
+
+    def faulted(self, kind: str | None = None) -> int:
+        """Requests that got a random or scripted fault (of `kind`)."""
+        with self.lock:
+            return sum(n for k, n in self.faults_injected.items() if kind is None or k == kind)
+
+    # ---- random faults ------------------------------------------------------------------
+    def draw_fault(self, fingerprint: str) -> str | None:
+        """The random fault (a kind) for this request, or None: a hash of the seed, the request's
+        fingerprint and its occurrence number, so retries of one request draw afresh."""
+        if not self.fault_rate:
+            return None
+        with self.lock:
+            n = self._seen.get(fingerprint, 0)
+            self._seen[fingerprint] = n + 1
+        h = hashlib.sha256(f"{self.fault_seed}|{fingerprint}|{n}".encode()).digest()
+        if int.from_bytes(h[:8], "big") / 2 ** 64 >= self.fault_rate:
+            return None
+        return self.fault_kinds[int.from_bytes(h[8:16], "big") % len(self.fault_kinds)]
+
+    def _note_fault(self, kind: str) -> None:
+        with self.lock:
+            self.faults_injected[kind] = self.faults_injected.get(kind, 0) + 1
 
     # ---- behaviour ----------------------------------------------------------------------
     def _admit(self) -> float | None:
@@ -166,18 +219,42 @@ class StubLLM:
             def log_message(self, *a):  # quiet
                 pass
 
-            def _send(self, status: int, body, headers: dict | None = None, raw: bytes | None = None):
+            def _send(self, status: int, body, headers: dict | None = None, raw: bytes | None = None,
+                      content_type: str = "application/json", truncate: bool = False):
                 data = raw if raw is not None else json.dumps(body, ensure_ascii=False).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
+                if truncate:  # the connection drops halfway through the announced body
+                    data = data[: len(data) // 2]
+                    self.close_connection = True
                 try:
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
+                    if truncate:
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                except (BrokenPipeError, ConnectionResetError, OSError):
                     pass
+
+            def _batch_fault(self) -> bool:
+                """A random fault on a batch submission (upload or create): a 429 or a 500; a 404
+                when the stub plays an endpoint without a batch API."""
+                if not stub.batch_api:
+                    with stub.lock:
+                        stub.requests.append({"kind": "batch_refused", "model": "", "schema": ""})
+                    self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+                    return True
+                kind = stub.draw_fault("batch-submit")
+                if kind is None:
+                    return False
+                stub._note_fault(kind)
+                status = 429 if kind == "429" else 500
+                self._send(status, {"error": {"message": f"stub fault {status}", "code": status}},
+                           {"retry-after-ms": "10", "Retry-After": "0"} if status == 429 else None)
+                return True
 
             def _body(self) -> bytes:
                 n = int(self.headers.get("Content-Length") or 0)
@@ -200,25 +277,38 @@ class StubLLM:
                 path = self.path.split("?")[0]
                 raw = self._body()
                 if path == "/v1/chat/completions":
-                    return self._chat(json.loads(raw))
+                    return self._chat(json.loads(raw), raw)
                 if path == "/v1/files":
+                    if self._batch_fault():
+                        return
                     return self._send(200, stub._upload(self.headers.get("Content-Type", ""), raw))
                 if path == "/v1/batches":
                     return self._send(200, stub._openai_batch_create(json.loads(raw)))
                 m = re.fullmatch(r"/v1(?:beta)?/models/([^/:]+):(generateContent|batchGenerateContent)", path)
                 if m and m.group(2) == "generateContent":
-                    return self._generate(m.group(1), json.loads(raw))
+                    return self._generate(m.group(1), json.loads(raw), raw)
                 if m:
+                    if self._batch_fault():
+                        return
                     return self._send(200, stub._gemini_batch_create(m.group(1), json.loads(raw)))
                 self._send(404, {"error": {"message": f"no route {path}"}})
 
             # -- one fault or one answer ------------------------------------------------
-            def _fault(self) -> tuple[bool, tuple | None]:
-                """(response already sent, output override) for the next scripted action."""
+            def _fault(self, fingerprint: str = "") -> tuple[bool, tuple | None]:
+                """(response already sent, output override) for the next scripted action, else a
+                random fault drawn for this request."""
                 with stub.lock:
                     action = stub.faults.popleft() if stub.faults else None
                 if action is None:
-                    return False, None
+                    kind = stub.draw_fault(fingerprint)
+                    if kind is None:
+                        return False, None
+                    stub._note_fault(kind)
+                    action = {"429": ("status", 429, {"retry-after-ms": "10", "Retry-After": "0"}),
+                              "500": ("status", 500), "timeout": ("hold",), "html": ("html",),
+                              "truncated": ("truncated",), "schema": ("text", "[1, 2, 3]")}[kind]
+                else:
+                    stub._note_fault(action[0])
                 kind = action[0]
                 if kind == "status":
                     status, headers = action[1], (action[2] if len(action) > 2 else {})
@@ -229,19 +319,31 @@ class StubLLM:
                 if kind == "sleep":
                     time.sleep(action[1])
                     return False, None  # then answers (the client has usually given up by now)
-                if kind == "body":  # a 200 whose body is not the API's JSON (a broken proxy, a captive portal)
-                    self._send(200, None, raw=action[1].encode())
+                if kind == "hold":  # no answer at all: the client's timeout fires, however slow the machine
+                    stub._stopping.wait(stub.fault_hold_s)
+                    self.close_connection = True
                     return True, None
+                if kind == "body":  # a 200 whose body is not the API's JSON (a broken proxy, a captive portal)
+                    self._send(200, None, raw=action[1].encode(),
+                               content_type=action[2] if len(action) > 2 else "application/json")
+                    return True, None
+                if kind == "html":  # a gateway's HTML error page with a 200, as it really comes
+                    self._send(200, None, raw=(action[1] if len(action) > 1 else GATEWAY_PAGE).encode(),
+                               content_type="text/html; charset=utf-8")
+                    return True, None
+                if kind == "truncated":
+                    return False, ("truncated", None)
                 return False, (kind, action[1] if len(action) > 1 else None)
 
-            def _chat(self, req: dict):
+            def _chat(self, req: dict, raw: bytes = b""):
                 messages = [(m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
                             for m in req["messages"]]
                 fmt = req.get("response_format") or {}
                 schema_name = (fmt.get("json_schema") or {}).get("name", "")
                 schema = (fmt.get("json_schema") or {}).get("schema", {})
                 with stub.lock:
-                    stub.requests.append({"kind": "chat", "model": req["model"], "schema": schema_name})
+                    stub.requests.append({"kind": "chat", "model": req["model"], "schema": schema_name,
+                                          "fp": hashlib.sha256(raw).hexdigest()[:16]})
                 retry_after = stub._admit()
                 if retry_after is not None:
                     return self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
@@ -251,7 +353,7 @@ class StubLLM:
                     stub.inflight += 1
                     stub.max_inflight = max(stub.max_inflight, stub.inflight)
                 try:
-                    sent, override = self._fault()
+                    sent, override = self._fault("chat|" + hashlib.sha256(raw).hexdigest())
                     if not sent and stub.latency_s:
                         time.sleep(stub.latency_s)
                 finally:
@@ -261,27 +363,29 @@ class StubLLM:
                     return
                 text, pt, ct = stub._answer(schema_name, schema, messages)
                 text = stub._apply_override(text, override)
-                self._send(200, {
+                self._send(truncate=override is not None and override[0] == "truncated", status=200, body={
                     "id": f"chatcmpl-{hashlib.sha1(text.encode()).hexdigest()[:12]}", "object": "chat.completion",
                     "created": int(time.time()), "model": req["model"],
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                                  "finish_reason": "stop", "logprobs": None}],
                     "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}})
 
-            def _generate(self, model: str, req: dict):
+            def _generate(self, model: str, req: dict, raw: bytes = b""):
                 with stub.lock:
-                    stub.requests.append({"kind": "generate", "model": model, "schema": ""})
+                    stub.requests.append({"kind": "generate", "model": model, "schema": "",
+                                          "fp": hashlib.sha256(raw).hexdigest()[:16]})
                 retry_after = stub._admit()
                 if retry_after is not None:
                     return self._send(429, {"error": {"code": 429, "message": "Resource has been exhausted",
                                                       "status": "RESOURCE_EXHAUSTED"}},
                                       {"Retry-After": f"{retry_after:.2f}"})
-                sent, override = self._fault()
+                sent, override = self._fault(f"generate|{model}|" + hashlib.sha256(raw).hexdigest())
                 if sent:
                     return
                 if stub.latency_s:
                     time.sleep(stub.latency_s)
-                self._send(200, stub._gemini_response(model, req, override))
+                self._send(200, stub._gemini_response(model, req, override),
+                           truncate=override is not None and override[0] == "truncated")
 
         return Handler
 

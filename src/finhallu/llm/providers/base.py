@@ -49,6 +49,64 @@ def unreadable_error(who: str, exc: Exception) -> ProviderError:
     return ProviderError(f"{who}: unreadable response body: {short(str(exc))}", retryable=True)
 
 
+def _http_modules() -> list:
+    """The HTTP packages the SDKs may sit on: httpx, its fork httpx2 (google-genai and openai use it
+    when installed) and aiohttp (google-genai's optional async transport)."""
+    mods = []
+    for name in ("httpx", "httpx2"):
+        try:
+            mods.append(__import__(name))
+        except ImportError:
+            pass
+    return mods
+
+
+def transport_error(who: str, exc: BaseException) -> ProviderError | None:
+    """A ProviderError for an exception of the transport under an SDK (or None if it is not one):
+    timeouts and connection errors are retryable, so are broken bodies (a truncated reply, a bad
+    encoding); anything else of the HTTP package is a recorded failure."""
+    import asyncio
+
+    for m in _http_modules():
+        if isinstance(exc, m.TimeoutException):
+            return timeout_error(who)
+        if isinstance(exc, m.TransportError):
+            return connection_error(who, exc)
+        if isinstance(exc, m.DecodingError):
+            return unreadable_error(who, exc)
+        if isinstance(exc, (m.HTTPError, m.StreamError, m.InvalidURL)):
+            return ProviderError(f"{who}: {type(exc).__name__}: {short(str(exc))}")
+    try:
+        import aiohttp
+    except ImportError:
+        aiohttp = None
+    if aiohttp is not None:
+        if isinstance(exc, aiohttp.ServerTimeoutError):
+            return timeout_error(who)
+        if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ContentTypeError)):
+            return unreadable_error(who, exc)
+        if isinstance(exc, aiohttp.ClientError):
+            return connection_error(who, exc)
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return timeout_error(who)
+    if isinstance(exc, (ConnectionError, OSError)):
+        return connection_error(who, exc)
+    if isinstance(exc, (ValueError, UnicodeError)):  # JSONDecodeError, pydantic's ValidationError, ...
+        return unreadable_error(who, exc)
+    return None
+
+
+def unexpected_error(who: str, exc: BaseException) -> ProviderError:
+    """Whatever else an SDK raised: a recorded failure (not retried), never a crash of the build."""
+    return ProviderError(f"{who}: unexpected {type(exc).__name__}: {short(str(exc))}")
+
+
+def not_api_body(who: str, what) -> ProviderError:
+    """A 200 that is not the API's JSON (an HTML gateway page, a captive portal): retried like a 5xx."""
+    return ProviderError(f"{who}: unreadable response body: not the API's JSON ({short(str(what), 120)})",
+                         retryable=True)
+
+
 class RemoteProvider:
     name = "remote"
     offline = False

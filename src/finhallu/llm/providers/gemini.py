@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 
-import httpx
-
+from finhallu.llm.errors import ProviderError
 from finhallu.llm.providers import register_provider
-from finhallu.llm.providers.base import (RemoteProvider, connection_error, http_error, short, timeout_error,
-                                         unreadable_error)
+from finhallu.llm.providers.base import (RemoteProvider, http_error, not_api_body, short, transport_error,
+                                         unexpected_error)
 from finhallu.llm.request import LLMReply, LLMRequest
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
@@ -77,15 +76,22 @@ class GeminiProvider(RemoteProvider):
         try:
             resp = await client.aio.models.generate_content(model=request.model, contents=contents, config=config)
         except errors.APIError as exc:
-            raise http_error(who, exc.code, exc.message or "", getattr(getattr(exc, "response", None), "headers", None)) \
-                from None
-        except httpx.TimeoutException:
-            raise timeout_error(who) from None
-        except httpx.TransportError as exc:
-            raise connection_error(who, exc) from None
-        except ValueError as exc:
-            raise unreadable_error(who, exc) from None
-        return self.reply_from(resp)
+            raise self.api_error(who, exc) from None
+        except Exception as exc:  # the transport under the SDK (httpx2, httpx or aiohttp), or anything else
+            raise (transport_error(who, exc) or unexpected_error(who, exc)) from None
+        try:
+            return self.reply_from(resp)
+        except (AttributeError, TypeError, ValueError) as exc:  # a 200 that is not a GenerateContentResponse
+            raise not_api_body(who, exc) from None
+
+    @staticmethod
+    def api_error(who: str, exc) -> ProviderError:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        try:
+            headers.get("retry-after")
+        except Exception:  # not a mapping (a replay or an aiohttp response): no Retry-After
+            headers = None
+        return http_error(who, int(exc.code or 0), exc.message or exc.status or "", headers)
 
     # ---- batch mode: inlined requests, results inline in the finished job -----------------
     def submit_batch(self, client, requests: list[LLMRequest], display_name: str) -> str:

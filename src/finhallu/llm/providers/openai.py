@@ -12,8 +12,8 @@ import os
 
 from finhallu.llm.errors import ProviderError
 from finhallu.llm.providers import register_provider
-from finhallu.llm.providers.base import (RemoteProvider, connection_error, http_error, short, timeout_error,
-                                         unreadable_error)
+from finhallu.llm.providers.base import (RemoteProvider, connection_error, http_error, not_api_body, short,
+                                         timeout_error, transport_error, unexpected_error, unreadable_error)
 from finhallu.llm.request import LLMReply, LLMRequest
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
@@ -85,7 +85,19 @@ class OpenAIProvider(RemoteProvider):
             raise unreadable_error(who, exc) from None
         except openai.OpenAIError as exc:  # anything else the SDK rejects: a recorded failure, not a crash
             raise ProviderError(f"{who}: {type(exc).__name__}: {short(str(exc))}") from None
-        return self.reply_from(completion.model_dump())
+        except Exception as exc:  # the transport under the SDK (httpx2 or httpx), or anything else
+            raise (transport_error(who, exc) or unexpected_error(who, exc)) from None
+        # A 200 whose Content-Type is not JSON (an HTML gateway page) comes back from the SDK as the
+        # page's text, not a ChatCompletion: retried like a 5xx, then a recorded failure.
+        if not hasattr(completion, "model_dump"):
+            raise not_api_body(who, f"a {type(completion).__name__} body: {completion!s:.80}")
+        data = completion.model_dump()
+        if not isinstance(data.get("choices"), list):
+            raise not_api_body(who, "no choices in the reply")
+        try:
+            return self.reply_from(data)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise not_api_body(who, exc) from None
 
     # ---- Batch API: upload JSONL -> create batch -> poll -> download output -------------
     def submit_batch(self, client, requests: list[LLMRequest], display_name: str) -> str:
