@@ -161,14 +161,28 @@ def test_export_is_a_hugging_face_layout_and_rerun_byte_identical(assembled, tmp
     meta = yaml.safe_load(card.split("---")[1])
     default = next(c for c in meta["configs"] if c["config_name"] == "default")
     assert {f["split"] for f in default["data_files"]} == {"train", "test"}
-    for f in default["data_files"]:
+    labels_cfg = next(c for c in meta["configs"] if c["config_name"] == "labels")
+    for f, lab in zip(default["data_files"], labels_cfg["data_files"]):
         files = list(root.glob(f["path"]))
-        assert len(files) == 1
+        assert len(files) == 1 and lab["split"] == f["split"]
         back = pl.read_parquet(files[0])
-        assert back.equals(samples.filter(pl.col("split") == f["split"]).sort("sample_id"))
+        # Detector inputs only: no label, no `answerable`, no pair or dialogue, no passage role.
+        assert set(back.columns) == {"sample_id", "split", "source", "institution", "lang", "turn_index", "history", "query",
+                                     "passages", "response"}
+        assert all(set(p) == {"passage_id", "text"} for ps in back["passages"].to_list() for p in ps)
+        labels = pl.read_parquet(next(root.glob(lab["path"])))
+        assert "passage_id" not in labels.columns and {"label_binary", "answerable", "passage_roles", "pair_id"} <= set(labels.columns)
+        whole = samples.filter(pl.col("split") == f["split"]).sort("sample_id")
+        joined = back.join(labels, on="sample_id")
+        assert joined["sample_id"].to_list() == whole["sample_id"].to_list()
+        assert joined["label_binary"].to_list() == whole["label_binary"].to_list()
+        assert joined["passage_roles"].to_list() == [[p["role"] for p in ps] for ps in whole["passages"].to_list()]
         lines = (root / "jsonl" / f"{f['split']}.jsonl").read_text().splitlines()
         assert [json.loads(x)["sample_id"] for x in lines] == back["sample_id"].to_list()
-    assert {c["config_name"] for c in meta["configs"]} == {"default", "sft"}
+        assert all("label_binary" not in json.loads(x) and "answerable" not in json.loads(x) for x in lines)
+        label_lines = (root / "jsonl" / f"{f['split']}.labels.jsonl").read_text().splitlines()
+        assert [json.loads(x)["label_binary"] for x in label_lines] == whole["label_binary"].to_list()
+    assert {c["config_name"] for c in meta["configs"]} == {"default", "labels", "sft"}
     assert _tree_digest(root) == _tree_digest(_export(tmp_path / "h2", samples))
 
 

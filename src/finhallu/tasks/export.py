@@ -2,9 +2,11 @@
 
     exports/samples@v<n>/
       README.md                         dataset card; its YAML `configs` map splits to files, so
-                                        `datasets.load_dataset(<folder>)` reads it (and `sft` config)
-      data/<split>-00000-of-00001.parquet   the DESIGN `samples` columns
-      jsonl/<split>.jsonl               the same rows as JSON lines
+                                        `datasets.load_dataset(<folder>)` reads it (`labels`, `sft` configs)
+      data/<split>-00000-of-00001.parquet   what a detector may see (INPUT_COLUMNS): the context
+                                        passages without their roles, history, query, response
+      labels/<split>-00000-of-00001.parquet the labels and provenance (LABEL_COLUMNS), by sample_id
+      jsonl/<split>.jsonl, jsonl/<split>.labels.jsonl   the same two as JSON lines
       sft/<split>.jsonl                 chat records for fine-tuning detectors: the assistant turn is
                                         a rationale (K-FinHallu App. E style: answerability, claims,
                                         verdict) in the sample's language, then the labels as JSON
@@ -112,10 +114,29 @@ def sft_record(s: dict, counterpart: str | None = None) -> dict:
                                                      {"role": "assistant", "content": answer}]}
 
 
+# A detector sees the dialogue and the retrieved context, nothing of how the sample was made: passage
+# roles (gold / hard_negative), `answerable`, the pair and dialogue ids (a sample's pair is its
+# faithful twin) and the rewritten standalone query go to the labels files.
+INPUT_COLUMNS = ("sample_id", "split", "source", "institution", "lang", "turn_index", "history", "query", "passages",
+                 "response")
+LABEL_COLUMNS = ("sample_id", "pair_id", "dialogue_id", "label_binary", "label_4class", "hallu_type", "hallu_subtype",
+                 "answerable", "injector", "passage_roles", "standalone_query")
+
+
+def detector_inputs(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(pl.col("passages").list.eval(
+        pl.struct(pl.element().struct.field("passage_id"), pl.element().struct.field("text")))).select(INPUT_COLUMNS)
+
+
+def labels_and_provenance(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(passage_roles=pl.col("passages").list.eval(pl.element().struct.field("role"))).select(LABEL_COLUMNS)
+
+
 def dataset_card(df: pl.DataFrame, version: int) -> str:
     splits = sorted(df["split"].unique().to_list())
     lines = ["---", "configs:", "- config_name: default", "  default: true", "  data_files:"]
     lines += [f"  - split: {s}\n    path: data/{s}-*.parquet" for s in splits]
+    lines += ["- config_name: labels", "  data_files:"] + [f"  - split: {s}\n    path: labels/{s}-*.parquet" for s in splits]
     lines += ["- config_name: sft", "  data_files:"] + [f"  - split: {s}\n    path: sft/{s}.jsonl" for s in splits]
     lines += ["---", "", f"# finhallu samples v{version}", "",
               "Turn-level hallucination-detection samples for financial RAG (K-FinHallu construction): each "
@@ -125,8 +146,12 @@ def dataset_card(df: pl.DataFrame, version: int) -> str:
         part = df.filter(pl.col("split") == s)
         lines.append(f"| {s} | {part.height} | {part['pair_id'].n_unique()} | "
                      f"{part.filter(pl.col('label_binary') == 'hallucinated').height} |")
-    lines += ["", "Files: `data/` Parquet (default config), `jsonl/` the same rows as JSON lines, `sft/` chat "
-              "records with rationales for fine-tuning detectors (config `sft`).", ""]
+    lines += ["", "Files: `data/` Parquet (default config) holds only what a detector may see: the context passages "
+              "(without their gold/hard-negative roles), the history, the query and the response. `labels/` (config "
+              "`labels`) holds the labels and provenance by `sample_id`: labels, `answerable`, passage roles, the pair, "
+              "the dialogue, the injector and the standalone query. `jsonl/` has both as JSON lines "
+              "(`<split>.jsonl`, `<split>.labels.jsonl`); `sft/` chat records with rationales for fine-tuning detectors "
+              "(config `sft`: training data, labels included).", ""]
     return "\n".join(lines)
 
 
@@ -137,16 +162,18 @@ def export_files(home: Path, samples_ref: TableRef) -> Path:
         return final
     df = pl.read_parquet(Path(samples_ref.path) / "part-0.parquet").sort("sample_id")
     tmp = final.parent / f".tmp-{uuid.uuid4().hex}"
-    for sub in ("data", "jsonl", "sft"):
+    for sub in ("data", "labels", "jsonl", "sft"):
         (tmp / sub).mkdir(parents=True)
     faithful = {r["pair_id"]: r["response"] for r in df.filter(pl.col("label_binary") == "faithful").iter_rows(named=True)}
     for split in sorted(df["split"].unique().to_list()):
         part = df.filter(pl.col("split") == split)
-        part.write_parquet(tmp / "data" / f"{split}-00000-of-00001.parquet", statistics=False)
+        for sub, frame, jsonl in (("data", detector_inputs(part), f"{split}.jsonl"),
+                                  ("labels", labels_and_provenance(part), f"{split}.labels.jsonl")):
+            frame.write_parquet(tmp / sub / f"{split}-00000-of-00001.parquet", statistics=False)
+            with open(tmp / "jsonl" / jsonl, "w", encoding="utf-8") as fh:
+                for r in frame.to_dicts():
+                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         rows = part.to_dicts()
-        with open(tmp / "jsonl" / f"{split}.jsonl", "w", encoding="utf-8") as fh:
-            for r in rows:
-                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         with open(tmp / "sft" / f"{split}.jsonl", "w", encoding="utf-8") as fh:
             for r in rows:
                 counterpart = faithful.get(r["pair_id"]) if r["label_binary"] == "hallucinated" else None
