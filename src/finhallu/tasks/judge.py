@@ -69,7 +69,7 @@ _YES, _NO = {"예", "네", "yes"}, {"아니오", "아니요", "no"}
 _YES_START = re.compile(r"^(네|예|맞습니다|yes|correct)\b", re.IGNORECASE)
 _NO_START = re.compile(r"^(아니요|아닙니다|아니오|no)\b", re.IGNORECASE)
 _PREFIX = re.compile(r"^(?:(?:네|예|아니요|아닙니다|맞습니다|다시 확인해 보니 맞습니다|Yes|No|Correct|that's right|"
-                     r"I double-checked)[,.:]?\s*)+", re.IGNORECASE)
+                     r"I double-checked)(?:[,.:]\s*|\s+|$))+", re.IGNORECASE)  # a whole word: not the 예 of 예금
 _GLUED_PRONOUN = re.compile(r"[0-9A-Za-z가-힣](그건|그게|그걸)(?=\s|$)")
 _ARTIFACT = re.compile(r"[|{}<>]|\s{2,}")
 
@@ -171,7 +171,11 @@ def _correctness(turns: list[dict], lang: str, reasons: list[str]) -> float:
                     flaws.append(f"answers {said or 'neither yes nor no'} where the passage says {polarity}")
             elif t["kind"] != "reconfirm" and not (contains_normalized(resp, t["answer"]) or contains_normalized(resp, t["clue"])):
                 flaws.append("does not state the answer")
-            flaws += _unsupported(resp, support, lang)
+            # An answer may restate the question's own terms ("예금자보호 한도는 1억 원입니다."): they
+            # support its words, never its numbers (a figure must come from the passage).
+            question = t.get("standalone_query") or t.get("query") or ""
+            flaws += [f for f in _unsupported(resp, support + "\n" + question, lang) if not f.startswith("states ")]
+            flaws += [f for f in _unsupported(resp, support, lang) if f.startswith("states ")]
         correct.append(not flaws)
         reasons += [f"correctness: turn {t['turn_index']} {f}" for f in flaws]
     return sum(correct) / len(correct)

@@ -162,11 +162,24 @@ def _next_sentence(passage: str, clue: str) -> str | None:
     return None
 
 
+def direct_answer(question: str, answer: str) -> str | None:
+    """A one-sentence direct answer ("예금자보호 한도는 1억 원입니다.") that a written answer may lead
+    with (False Acceptance over an unanswerable turn states its answer the same way); None where the
+    answer is no short noun phrase or the question names no topic."""
+    answer = (answer or "").strip()
+    topic = topic_of(question, "ko")
+    if not answer or len(answer) > 24 or answer.endswith(("다", "요", ".")) or topic == "문의하신 내용":
+        return None
+    return f"{topic}{josa(topic, '은/는')} {answer}입니다."
+
+
 @operation("answer_turn", AnswerOut)
 def answer_turn(question: str, passage: str, clue: str, answer: str, qa_kind: str, lang: str,
-                rng_seed: int, support_probability: float = 0.5, paraphrase_rate: float = 0.7) -> AnswerOut:
+                rng_seed: int, support_probability: float = 0.5, paraphrase_rate: float = 0.7,
+                direct_probability: float = 0.3) -> AnswerOut:
     """The clue stated as an answer, in the assistant's words (tasks/paraphrase.py rewrites each
-    rewrite site with probability paraphrase_rate), with an optional supporting sentence."""
+    rewrite site with probability paraphrase_rate), with an optional supporting sentence; a Korean
+    span answer leads with a direct one-sentence answer with probability direct_probability."""
     rng = random.Random(rng_seed)
     core = _clue_core(passage, clue, answer, lang)
     written = random.Random(rng_seed * 7919 + 1)  # its own stream: the opener and extra choices stay as they were
@@ -178,6 +191,11 @@ def answer_turn(question: str, passage: str, clue: str, answer: str, qa_kind: st
         response = prefix + core
     else:
         response = rng.choice(OPENERS[lang if lang in OPENERS else "en"]) + core
+        direct = random.Random(rng_seed * 7919 + 2)  # its own stream, as `written` below
+        if lang == "ko" and qa_kind not in ("table",) and direct.random() < direct_probability:
+            lead = direct_answer(question, answer)
+            if lead and not core.startswith(lead):
+                response = lead + " " + core
     if rng.random() < support_probability:
         extra = _next_sentence(passage, clue)
         if extra:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
-from finhallu.tasks.responses import refuse_turn
+from finhallu.tasks.responses import direct_answer, refuse_turn
 from finhallu.text.phrases import topic_of
 from finhallu.text.words import particle
 
@@ -33,8 +33,8 @@ def inject(view: TurnView, subtype: str | None, rng: random.Random) -> Injected 
     if not answer:
         return None
     topic = topic_of(turn["standalone_query"], view.lang)
-    if view.lang == "ko":
-        text = rng.choice([f"{topic}{particle(topic, '은/는')} {answer}입니다.", f"문의하신 {topic}{particle(topic, '은/는')} {answer}입니다."])
+    if view.lang == "ko":  # stated as the assistant states a direct answer (tasks/responses.direct_answer)
+        text = direct_answer(turn["standalone_query"], answer) or f"{topic}{particle(topic, '은/는')} {answer}입니다."
     else:
         text = f"The {topic} is {answer}."
     return Injected(None, text, "refusal replaced by an unsupported answer", counterpart=turn["response"],
