@@ -99,3 +99,22 @@ def test_paper_profile_without_keys_fails_before_any_stage(tmp_path, monkeypatch
     assert proc.returncode == 2
     assert "injector_b" in proc.stderr and "GEMINI_API_KEY" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
     assert not (home / "tables").exists()  # nothing ran
+
+
+@pytest.mark.slow
+def test_a_rejected_key_stops_the_build_at_once_with_one_line(tmp_path, monkeypatch):
+    """A 401 from the provider stops the build at the first LLM stage: exit 2, one line naming the
+    role and the variable of its key, no traceback, no run-on to a misleading gate failure."""
+    with StubLLM() as stub:
+        stub.faults.extend([("status", 401)] * 1000)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-0123456789")
+        path = tmp_path / "p.yaml"
+        path.write_text(yaml.safe_dump({"extends": "demo", "roles": {"answerability_judge": {
+            "provider": "openai", "model": "gpt-4o", "base_url": stub.openai_base}}}), encoding="utf-8")
+        proc = run_cli("build", "--profile", str(path), "--json", home=tmp_path / "home", timeout=600)
+        assert proc.returncode == 2
+        stops = [ln for ln in proc.stderr.splitlines() if "stopped:" in ln]
+        assert len(stops) == 1 and "'answerability_judge'" in stops[0] and "OPENAI_API_KEY" in stops[0], proc.stderr
+        assert "Traceback" not in proc.stderr and "sk-wrong-key" not in proc.stderr + proc.stdout
+        assert "gate" not in proc.stderr.lower()
+        assert stub.count("chat") <= 16  # the calls in flight when the first 401 came back, no more

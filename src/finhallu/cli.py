@@ -196,7 +196,7 @@ def _build(args, ready) -> int:
 
     from finhallu.config import merge_dicts, parse_override
     from finhallu.flows.build import run_build
-    from finhallu.llm.errors import MissingKeyError
+    from finhallu.llm.errors import LLMError, MissingKeyError
     from finhallu.progress import set_reporter
     from finhallu.warehouse.lock import HomeBusy
 
@@ -204,11 +204,20 @@ def _build(args, ready) -> int:
     overrides: dict = {}
     for expr in args.set or []:
         overrides = merge_dicts(overrides, parse_override(expr))
+    refresh = contextlib.nullcontext()
+    if getattr(args, "retry_failed", False):
+        # Calls recorded as failed are sent again; for that their stages must run again (not come
+        # from Prefect's cache): every stage reruns, every other call is an LLM-cache hit.
+        from prefect.settings import PREFECT_TASKS_REFRESH_CACHE, temporary_settings
+
+        overrides = merge_dicts(overrides, {"llm": {"retry_failed": True}})
+        refresh = temporary_settings(updates={PREFECT_TASKS_REFRESH_CACHE: True})
     console = Console(stderr=True)
+    quiet_llm_stops()
     ready()
     columns = [SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
-        with Progress(*columns, console=console, transient=False, disable=args.json) as progress:
+        with refresh, Progress(*columns, console=console, transient=False, disable=args.json) as progress:
             set_reporter(RichReporter(progress))
             outcome = run_build(args.profile, home, overrides or None, wait_s=args.wait, until=getattr(args, "stage", None))
     except HomeBusy as exc:
@@ -216,6 +225,9 @@ def _build(args, ready) -> int:
         return 3
     except MissingKeyError as exc:
         console.print(f"[red]not started:[/red] {exc}")
+        return 2
+    except LLMError as exc:  # a rejected key, a spent failure budget, a batch still running: one line, no traceback
+        print(f"finhallu {args.command}: stopped: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     finally:
         set_reporter(None)
@@ -233,6 +245,39 @@ def _build(args, ready) -> int:
     elif not args.json:
         _print_summary(console, home, outcome)
     return 0
+
+
+class _LLMStopFilter:
+    """Keeps Prefect's console lines (and tracebacks) about a build stopped by the LLM layer (a
+    rejected key, a spent failure budget, a batch still running) off the console: the build prints
+    that as one line. The run's log on the Prefect API keeps them."""
+
+    NAMES = ("KeyRejected", "FailureBudgetExceeded", "BatchPending")
+
+    def filter(self, record) -> bool:
+        from finhallu.llm.errors import LLMError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, LLMError):
+            return False
+        try:
+            text = record.getMessage()
+        except Exception:
+            return True
+        return not any(n in text for n in self.NAMES)
+
+
+def quiet_llm_stops() -> None:
+    import logging
+
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger)]
+    for lg in loggers:
+        for h in lg.handlers:
+            if isinstance(h, PrefectConsoleHandler) and not any(isinstance(f, _LLMStopFilter) for f in h.filters):
+                h.addFilter(_LLMStopFilter())
 
 
 def _print_summary(console, home: Path, outcome) -> None:
@@ -410,13 +455,25 @@ def cmd_llm_stub(args) -> int:
 
     from finhallu.llm.stub_server import StubLLM
 
-    stub = StubLLM(port=args.port, latency_s=args.latency, rpm_limit=args.rpm).start()
-    print(f"OpenAI-compatible: {stub.openai_base}   Gemini: {stub.gemini_base}   (Ctrl-C stops)", flush=True)
+    from finhallu.llm.stub_server import FAULT_KINDS
+
+    kinds = [k.strip() for k in (args.faults or ",".join(FAULT_KINDS)).split(",") if k.strip()]
+    unknown = sorted(set(kinds) - set(FAULT_KINDS))
+    if unknown or not kinds or not 0.0 <= args.fault_rate <= 1.0:
+        print(f"finhallu llm-stub: --faults takes {','.join(FAULT_KINDS)} (got {args.faults!r}) and --fault-rate a "
+              f"share in [0, 1] (got {args.fault_rate})", file=sys.stderr)
+        return 2
+    stub = StubLLM(port=args.port, latency_s=args.latency, rpm_limit=args.rpm, fault_rate=args.fault_rate,
+                   fault_kinds=tuple(kinds), fault_seed=args.seed).start()
+    faults = f"   faults: {args.fault_rate:.0%} of {','.join(kinds)} (seed {args.seed})" if args.fault_rate else ""
+    print(f"OpenAI-compatible: {stub.openai_base}   Gemini: {stub.gemini_base}{faults}   (Ctrl-C stops)", flush=True)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         stub.stop()
+        if args.fault_rate:
+            print(f"faults injected: {stub.faults_injected}", flush=True)
     return 0
 
 
@@ -462,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="override a config value, e.g. detect.detectors.lexical_support.threshold=0.5")
         p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for a running build on the same home")
         p.add_argument("--json", action="store_true", help="print a JSON summary instead of progress")
+        p.add_argument("--retry-failed", action="store_true",
+                       help="send LLM calls recorded as failed by earlier builds again (without it a rerun keeps "
+                            "them as recorded failures, with no request)")
         p.set_defaults(fn=cmd_build)
     e = add("evaluate", help="run detectors on a published samples version (detect, metrics, report)")
     e.add_argument("--profile", default="demo")
@@ -516,6 +576,11 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--port", type=int, default=8099)
     ls.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
     ls.add_argument("--rpm", type=float, default=None, help="enforce this requests-per-minute limit (429s)")
+    ls.add_argument("--fault-rate", type=float, default=0.0, metavar="R",
+                    help="share of requests that get a random fault (0-1), drawn from the seed and the request")
+    ls.add_argument("--faults", default=None, metavar="KINDS",
+                    help="comma-separated fault kinds: 429,500,timeout,html,truncated,schema (default all)")
+    ls.add_argument("--seed", type=int, default=0, help="seed of the random faults (same seed, same faults)")
     ls.set_defaults(fn=cmd_llm_stub)
     lc = add("llm-calls", help="LLM calls, cache hits, failures, tokens and cost per stage of a build")
     lc.add_argument("--build", help="build id (default: the latest with LLM calls)")

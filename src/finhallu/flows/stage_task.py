@@ -82,16 +82,22 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         cache_dir=Path(home) / "cache",
     )
     runtime = LLMRuntime.for_home(Path(home), cfg.llm, stage.name)
+    stopped = True  # until the stage returns: a rejected key or a spent failure budget stops it
     try:
         with use_runtime(runtime):
             outputs = stage.fn(frames, ctx)
+        stopped = False
     finally:  # spent money is recorded even when the stage or its gate fails
         catalog.record_llm_calls(build_id, stage.name, runtime.ledger.rows())
         summary = runtime.ledger.summary()
         failed = sum(r["failures"] for r in summary)
-        if failed:  # the stage went on without those outputs; say so in the run's log
-            print(f"stage {stage.name}: {failed} of {sum(r['calls'] for r in summary)} LLM calls failed "
-                  "after retries and one repair (their items were dropped; see llm_calls.error)")
+        if failed and stopped:
+            stage_warning(f"stage {stage.name}: {failed} of {sum(r['calls'] for r in summary)} LLM calls failed "
+                          "before the stage stopped (see llm_calls.error)")
+        elif failed:  # the stage went on without those outputs: a WARNING, so the console and the run's log show it
+            stage_warning(f"stage {stage.name}: {failed} of {sum(r['calls'] for r in summary)} LLM calls failed "
+                          "after retries and one repair (their items were dropped; see llm_calls.error; "
+                          "`finhallu build --retry-failed` sends them again)")
         publish_llm_summary(stage.name, summary)
         if runtime.cache is not None:
             runtime.cache.close()
@@ -120,6 +126,19 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         refs[name] = store.publish(name, conformed[name], parents=list(inputs.values()), build_id=build_id,
                                    flow_run_id=flow_run_id, stage=stage.name, gate="passed")
     return refs
+
+
+def stage_warning(message: str) -> None:
+    """A warning in the Prefect run's log (and so on the console: builds log at WARNING unless -v),
+    or on the `finhallu` logger when the stage runs outside Prefect."""
+    import logging
+
+    try:
+        from prefect.logging import get_run_logger
+
+        get_run_logger().warning(message)
+    except Exception:  # no run context (tests calling execute_stage directly)
+        logging.getLogger("finhallu.llm").warning(message)
 
 
 def publish_llm_summary(stage: str, summary: list[dict]) -> None:
