@@ -46,6 +46,12 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
     assert 0.5 <= stats["dialogue_retention"] <= 1 and stats["injection_retention"] >= 0.85
     assert con.execute("SELECT count(*) FROM dialogue_qc WHERE NOT passed AND len(reasons) = 0").fetchone()[0] == 0
     assert stats["fingerprint_tfidf_lr_accuracy"] <= 0.6 and stats["fingerprint_length_accuracy"] <= 0.6
+    # No shortcut (tasks/validity.py): copying is no sign of faithfulness, and hallucinations sit deep in
+    # the dialogues. (Response-only recall per type is reported in dataset_stats, not asserted here.)
+    assert stats["shortcut_verbatim_copy_accuracy"] <= 0.6 and stats["shortcut_near_copy_accuracy"] <= 0.6
+    assert stats["shortcut_mean_turn"] >= 3.5
+    depth = dict(con.execute("SELECT slice, value FROM dataset_stats WHERE metric = 'shortcut_turn2plus_share'").fetchall())
+    assert set(depth) == TYPES and min(depth.values()) >= 0.5, depth
     assert {s for (s,) in con.execute("SELECT DISTINCT source FROM documents").fetchall()} == {"aihub", "sec10k", "dart"}
     # Filings ship no QA: their generated seeds (triplet-grounded for 10-K, multi-LLM for DART) reach the samples.
     seeded = set(con.execute("""SELECT DISTINCT q.source, q.method FROM samples s

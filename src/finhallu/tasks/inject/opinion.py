@@ -23,9 +23,12 @@ _KO_ASPECTS = ("금리", "이율", "수수료", "한도", "비율", "공제", "�
 _EN_ASPECT = re.compile(r"\b((?:[a-z][a-z\-]+\s){0,2}(?:income|expense|ratio|margin|capital|deposits|loans|revenue|"
                         r"earnings|liquidity|dividends?|growth|charge-offs|allowance|efficiency|yield|costs?))\b")
 
-_KO_OPEN = ["", "", "개인적으로는 ", "제 생각에는 ", "솔직히 말씀드리면 ", "종합해 보면 ", "현실적으로 ", "여러 조건을 감안하면 ",
-            "이용자 입장에서 보면 ", "길게 보면 "]
-_KO_SUBJECT = ["{t}{eun} ", "{t}의 {a}{eun} ", "{a} 면에서 {t}{eun} ", "이 정도 {a}{ramyeon} ", "{t}{eun} {a} 측면에서 "]
+# Many short openers and frames, none frequent: an opinion is told by what it claims, not by a stock phrase.
+_KO_OPEN = ["", "", "", "개인적으로는 ", "제 생각에는 ", "솔직히 말씀드리면 ", "종합해 보면 ", "현실적으로 ", "여러 조건을 감안하면 ",
+            "이용자 입장에서 보면 ", "길게 보면 ", "제가 보기에는 ", "경험상 ", "냉정하게 말하면 ", "대체로 ", "결국 ",
+            "사실 ", "무엇보다 ", "전반적으로 ", "실무적으로는 "]
+_KO_SUBJECT = ["{t}{eun} ", "{t}의 {a}{eun} ", "{a} 면에서 {t}{eun} ", "이 정도 {a}{ramyeon} ", "{t}{eun} {a} 측면에서 ",
+               "{t}의 경우 ", "{a}만 놓고 보더라도 ", "{t} 자체는 ", "지금의 {a}{eun} ", "{t}에서 {a}{eun} ", "이 {a} 수준이라면 "]
 # Judgements any subject takes (a risk, a rule, a figure) ...
 _KO_GENERIC = [
     "크게 걱정하실 필요는 없다고 생각합니다.", "지나치게 걱정하실 일은 아니라고 판단됩니다.", "현재로서는 합리적인 수준이라고 생각합니다.",
@@ -39,8 +42,10 @@ _KO_CHOICE = [
     "위험 부담이 크지 않아 비교적 안전하다고 생각합니다.", "이용자의 부담을 덜어 주는 훌륭한 장치입니다.",
     "기대 이상으로 합리적으로 설계되어 있습니다.", "무리 없이 감당할 만하다고 생각합니다.",
 ]
-_EN_OPEN = ["", "", "In my view, ", "Frankly, ", "Honestly, ", "On balance, ", "To be fair, ", "Taken together, "]
-_EN_SUBJECT = ["{e}'s {a} ", "the {a} figure ", "this level of {a} ", "{e}'s position on {a} ", "the trend in {a} "]
+_EN_OPEN = ["", "", "", "In my view, ", "Frankly, ", "Honestly, ", "On balance, ", "To be fair, ", "Taken together, ",
+            "I would say ", "Overall, ", "Personally, ", "All things considered, ", "If you ask me, "]
+_EN_SUBJECT = ["{e}'s {a} ", "the {a} figure ", "this level of {a} ", "{e}'s position on {a} ", "the trend in {a} ",
+               "the {a} line ", "{e}'s handling of {a} ", "the reported {a} ", "a {a} like this "]
 _EN_PRED = [
     "looks sensible for a lender of this size.", "is, I think, a reassuring figure for shareholders.", "is an excellent result.",
     "leaves little reason for concern.", "is, I believe, a good sign for future growth.",
