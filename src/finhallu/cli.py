@@ -223,8 +223,8 @@ def _build(args, ready) -> int:
     except HomeBusy as exc:
         console.print(f"[red]refused:[/red] {exc}")
         return 3
-    except MissingKeyError as exc:
-        console.print(f"[red]not started:[/red] {exc}")
+    except MissingKeyError as exc:  # one line (Rich would wrap it at the terminal's width)
+        print(f"finhallu {args.command}: not started: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except LLMError as exc:  # a rejected key, a spent failure budget, a batch still running: one line, no traceback
         print(f"finhallu {args.command}: stopped: {' '.join(str(exc).split())}", file=sys.stderr)
