@@ -144,16 +144,17 @@ def build(home: Path, profile: str, scale: int) -> None:
                    check=True, stdout=subprocess.DEVNULL)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def home_cli(description: str, report_fn) -> None:
+    """`SCRIPT HOME [--build PROFILE [--scale K]]`: build first when asked, then report on HOME."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("home", type=Path)
     ap.add_argument("--build", metavar="PROFILE", help="build this profile into HOME first")
     ap.add_argument("--scale", type=int, default=1, help="with --build: K x dialogues per document and filing")
     args = ap.parse_args()
     if args.build:
         build(args.home, args.build, args.scale)
-    report(args.home)
+    report_fn(args.home)
 
 
 if __name__ == "__main__":
-    main()
+    home_cli(__doc__.splitlines()[0], report)

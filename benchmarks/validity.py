@@ -12,7 +12,6 @@ mean sample turn >= 3.5, every type at turn >= 2 at least half of the time.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from dialogue_depth import build  # noqa: E402
+from dialogue_depth import home_cli  # noqa: E402
 from finhallu.tasks.validity import TARGET_ACCURACY, TARGET_TYPE_RECALL, fingerprint_scores, shortcut_scores  # noqa: E402
 
 
@@ -48,16 +47,5 @@ def report(home: Path, folds: int = 5, seed: int = 1) -> list[tuple[str, str, fl
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("home", type=Path)
-    ap.add_argument("--build", metavar="PROFILE", help="build this profile into HOME first")
-    ap.add_argument("--scale", type=int, default=1, help="with --build: K x dialogues per document and filing")
-    args = ap.parse_args()
-    if args.build:
-        build(args.home, args.build, args.scale)
-    report(args.home)
-
-
 if __name__ == "__main__":
-    main()
+    home_cli(__doc__.splitlines()[0], report)
