@@ -13,6 +13,7 @@ import yaml
 
 from finhallu.config import load_config
 from finhallu.llm.stub_server import StubLLM, schema_instance
+from finhallu.tasks.pipeline import STAGES
 from conftest import run_cli
 
 # A scripted model: schema-valid answers built from the prompt (see stub_server), with the one
@@ -75,6 +76,22 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
                           timeout=30).json()
         assert arts and arts[0]["type"] == "table" and "calls" in arts[0]["description"]
         assert "sk-loopback-test-key" not in json.dumps(arts)
+        # Every stage leaves a `stage-<name>` artifact (rows, gate, QC drops, LLM calls) and an INFO
+        # line in the run's log, both read back through the UI's REST API.
+        keys = [f"stage-{s.name.replace('_', '-')}" for s in STAGES]
+        stage_arts = {a["key"]: a for a in httpx.post(f"{api}/artifacts/filter", json={"artifacts": {"key": {"any_": keys}}},
+                                                      timeout=30).json()}
+        assert set(stage_arts) == set(keys)
+        assert "| dialogues |" in stage_arts["stage-dialogues"]["data"] and "LLM:" in stage_arts["stage-dialogues"]["data"]
+        assert "QC `injection_qc`: kept" in stage_arts["stage-injection-qc"]["data"]
+        con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+        run_id = con.execute("SELECT flow_run_id FROM builds ORDER BY started_at DESC LIMIT 1").fetchone()[0]
+        con.close()
+        logs = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {"any_": [run_id]}, "level": {"ge_": 20}},
+                                                     "limit": 200}, timeout=30).json()
+        said = [lg["message"] for lg in logs if lg["message"].startswith("stage ")]
+        assert {m.split(":")[0] for m in said} >= {f"stage {s.name}" for s in STAGES}
+        assert not any(m.startswith("stage ") and "rows in" in m for m in proc.stderr.splitlines())  # INFO stays off the console
 
         # A second build on a fresh home that shares the call cache: every stage runs again, but
         # every LLM answer comes from the cache, so the server sees no call.

@@ -24,7 +24,9 @@ def prepare_prefect_env(home: Path, verbose: bool = False) -> None:
         # Ephemeral runs and `finhallu ui` share one run database under the home folder.
         (home / "prefect").mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+    # Run logs reach the API (the UI) at INFO (stage summaries); the console shows warnings unless -v.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "INFO" if verbose else "WARNING")
     os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "cache" / "prefect-results"))
 
 

@@ -8,12 +8,14 @@ edits in helpers and prompt files.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from prefect import task
 from prefect.context import TaskRunContext
 
 from finhallu.config import BuildConfig, canonical_hash
+from finhallu.flows.stage_report import publish_stage_summary
 from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
 from finhallu.progress import reporter
@@ -69,6 +71,7 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
                   flow_run_id: str | None = None) -> dict[str, TableRef]:
     """Run one stage end to end; publishes only if every output passes its gate."""
     stage = STAGES_BY_NAME[stage_name]
+    started = time.perf_counter()
     catalog = Catalog(Path(home))
     store = catalog.store
     frames = {name: store.read(ref) for name, ref in inputs.items()}
@@ -99,6 +102,7 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
                           "after retries and one repair (their items were dropped; see llm_calls.error; "
                           "`finhallu build --retry-failed` sends them again)")
         publish_llm_summary(stage.name, summary)
+        llm_summary = summary
         if runtime.cache is not None:
             runtime.cache.close()
     missing = set(stage.outputs) - set(outputs)
@@ -118,6 +122,8 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         results[name] = run_gate(name, df, neighbours)
     for name in stage.outputs:
         catalog.record_dq(build_id, stage.name, name, results[name].rows)
+    publish_stage_summary(stage.name, frames, {n: conformed.get(n, outputs[n]) for n in stage.outputs},
+                          time.perf_counter() - started, {n: results[n].rows for n in stage.outputs}, llm_summary)
     bad = [results[n] for n in stage.outputs if not results[n].ok]
     if bad:
         raise GateFailed(bad[0], stage.name)
