@@ -45,3 +45,20 @@ def test_status_is_a_table_and_builds_record_their_prefect_run(demo_build):
     records = json.loads(run_cli("status", "--json", "--last", "1000", home=home).stdout)
     build = next(b for b in records["builds"] if b["build_id"] == summary["build_id"])
     assert build["flow_run_id"] and len(build["flow_run_id"]) >= 32  # links the build to its UI page
+
+
+def test_sql_reads_the_current_tables_and_refuses_writes(demo_build):
+    home, _ = demo_build
+    out = run_cli("sql", "SELECT split, count(*) AS n FROM samples GROUP BY 1 ORDER BY 1", "--json", home=home)
+    assert out.returncode == 0, out.stderr
+    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    try:
+        expected = [{"split": s, "n": n} for s, n in con.execute("SELECT split, count(*) FROM samples GROUP BY 1 ORDER BY 1").fetchall()]
+    finally:
+        con.close()
+    assert json.loads(out.stdout) == expected
+    table = run_cli("sql", "SELECT count(*) AS n FROM samples", home=home).stdout.splitlines()
+    assert table[0].strip() == "n" and int(table[2]) == sum(r["n"] for r in expected)
+    for bad in ("SELECT nope FROM samples", "CREATE TABLE x AS SELECT 1"):
+        proc = run_cli("sql", bad, home=home)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

@@ -479,6 +479,49 @@ def cmd_llm_stub(args) -> int:
     return 0
 
 
+def cmd_sql(args) -> int:
+    """A query on the home's current catalog (a fresh read-only connection, so it sees the newest
+    versions), or, with no query, the duckdb shell on it."""
+    import duckdb
+
+    from finhallu.warehouse import connect_readonly
+
+    home = _home(args)
+    if not (home / "warehouse.duckdb").exists():
+        print(f"sql: no warehouse in {home} (build first: finhallu build --home {home})", file=sys.stderr)
+        return 2
+    con = connect_readonly(home)  # re-points the views first if the home was moved
+    if not args.query:
+        con.close()
+        shell = Path(sys.executable).parent / "duckdb"
+        if not shell.exists():
+            print("sql: the duckdb shell is not installed beside this Python (pip install duckdb-cli)", file=sys.stderr)
+            return 2
+        os.execv(str(shell), [str(shell), "-readonly", str(home / "warehouse.duckdb")])
+    try:
+        cur = con.execute(args.query)
+        cols = [d[0] for d in cur.description or []]
+        rows = cur.fetchall()
+    except duckdb.Error as exc:
+        print("sql: " + " ".join(str(exc).split()), file=sys.stderr)
+        return 2
+    finally:
+        con.close()
+    if args.json:
+        print(json.dumps([dict(zip(cols, r)) for r in rows], ensure_ascii=False, default=str))
+    else:
+        print(_text_table(cols, rows) if rows else "(no rows)")
+    return 0
+
+
+def _text_table(cols: list[str], rows: list[tuple], max_width: int = 60) -> str:
+    cell = lambda v: ("NULL" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)).replace("\n", " ")[:max_width]  # noqa: E731
+    cells = [[cell(v) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[j]) for r in cells]) for j, c in enumerate(cols)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
 def cmd_llm_calls(args) -> int:
     """Per-stage LLM calls, cache hits, failures, tokens and cost of the latest (or a given) build."""
     import duckdb
@@ -584,6 +627,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated fault kinds: 429,500,timeout,html,truncated,schema (default all)")
     ls.add_argument("--seed", type=int, default=0, help="seed of the random faults (same seed, same faults)")
     ls.set_defaults(fn=cmd_llm_stub)
+    sq = add("sql", help="run a read-only query on the current tables (no query: the duckdb shell)")
+    sq.add_argument("query", nargs="?", help='e.g. "SELECT split, count(*) FROM samples GROUP BY 1"')
+    sq.add_argument("--json", action="store_true", help="print the rows as JSON")
+    sq.set_defaults(fn=cmd_sql)
     lc = add("llm-calls", help="LLM calls, cache hits, failures, tokens and cost per stage of a build")
     lc.add_argument("--build", help="build id (default: the latest with LLM calls)")
     lc.set_defaults(fn=cmd_llm_calls)
