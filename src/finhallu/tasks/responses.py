@@ -162,13 +162,20 @@ def _next_sentence(passage: str, clue: str) -> str | None:
     return None
 
 
+_QUESTION_WORD = re.compile(r"며칠|몇|얼마|어디|언제|무엇|무슨|어떤|어느|누구")
+
+
 def direct_answer(question: str, answer: str) -> str | None:
     """A one-sentence direct answer ("예금자보호 한도는 1억 원입니다.") that a written answer may lead
     with (False Acceptance over an unanswerable turn states its answer the same way); None where the
     answer is no short noun phrase or the question names no topic."""
     answer = (answer or "").strip()
     topic = topic_of(question, "ko")
-    if not answer or len(answer) > 24 or answer.endswith(("다", "요", ".")) or topic == "문의하신 내용":
+    # Only where "X는 Y입니다" reads right: a short topic naming no question word, and a figure
+    # ("9억 원 이하", "10영업일 이내") rather than a clause ("3개월이 지나면") or a long span.
+    if (not answer or len(answer) > 16 or not re.search(r"\d", answer) or re.search(r"[면고서며지]$", answer)
+            or answer.endswith(("다", "요", ".")) or len(topic.split()) > 2 or _QUESTION_WORD.search(topic)
+            or topic == "문의하신 내용"):
         return None
     return f"{topic}{josa(topic, '은/는')} {answer}입니다."
 
