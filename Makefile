@@ -41,9 +41,10 @@ deploy: $(STAMP)
 	PREFECT_API_URL=$(PREFECT_API) $(VENV)/bin/prefect work-pool create finhallu-local --type process --overwrite
 	PREFECT_API_URL=$(PREFECT_API) $(VENV)/bin/prefect --no-prompt deploy --all
 
-# Runs the scheduled and triggered deployment runs (Ctrl-C stops it).
+# Runs the scheduled and triggered deployment runs (Ctrl-C stops it; WORKER_ARGS=--run-once polls once).
+WORKER_ARGS ?=
 worker: $(STAMP)
-	PREFECT_API_URL=$(PREFECT_API) $(VENV)/bin/prefect worker start --pool finhallu-local
+	PREFECT_API_URL=$(PREFECT_API) $(VENV)/bin/prefect worker start --pool finhallu-local $(WORKER_ARGS)
 
 bench: $(TEST_STAMP)
 	$(PY) benchmarks/demo_build.py

@@ -62,3 +62,24 @@ def test_sql_reads_the_current_tables_and_refuses_writes(demo_build):
     for bad in ("SELECT nope FROM samples", "CREATE TABLE x AS SELECT 1"):
         proc = run_cli("sql", bad, home=home)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_make_current_replaces_the_plain_views_and_a_full_evaluation_restores_them(demo_build):
+    home, _ = demo_build
+    before = _detectors(home)
+    proc = run_cli("evaluate", "--detector", "numeric_grounding", "--make-current", home=home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["became_current"] is True
+    assert _detectors(home) - set(BASELINES) == {"numeric_grounding"}
+    # Every profile detector again (other tests share this home): the build's detect stage is reused.
+    proc = run_cli("evaluate", "--make-current", home=home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _detectors(home) == before
+
+
+def test_an_unpublished_dataset_version_is_one_line(demo_build):
+    home, _ = demo_build
+    proc = run_cli("evaluate", "--dataset-version", "7", home=home)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1 and "samples version 7 is not published" in err, err

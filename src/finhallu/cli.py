@@ -27,7 +27,6 @@ def prepare_prefect_env(home: Path, verbose: bool = False) -> None:
     # Run logs reach the API (the UI) at INFO (stage summaries); the console shows warnings unless -v.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "INFO" if verbose else "WARNING")
-    os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(home / "cache" / "prefect-results"))
 
 
 class RichReporter:

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import flow
-from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
 from finhallu.config import load_config
 from finhallu.flows.artifacts import finalize_evaluation
-from finhallu.flows.stage_task import stage_task
+from finhallu.flows.stage_task import stage_results_dir, stage_task
 from finhallu.progress import reporter
 from finhallu.schemas.gate import GateFailed
 from finhallu.tasks.export import export_files
@@ -55,7 +54,10 @@ class BuildOutcome:
 
 
 def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
-    task = stage_task.with_options(task_run_name=stage.name, refresh_cache=refresh or None)
+    # Results (the cache) live in the home, whichever flow runs the stage: a deployment's subflow
+    # would otherwise inherit its parent's storage under PREFECT_HOME and miss the CLI's cache.
+    task = stage_task.with_options(task_run_name=stage.name, refresh_cache=refresh or None,
+                                   result_storage=stage_results_dir(home))
     return task(stage.name, inputs, cfg, home, build_id, return_state=True)
 
 
@@ -153,8 +155,7 @@ def run_build(profile: str, home: str | Path, overrides: dict | None = None, wai
         catalog.record_build(record)
         outcome = BuildOutcome(build_id, "failed")
         try:
-            with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):
-                out = build_flow(profile=profile, home=str(home), build_id=build_id, overrides=overrides, until=until)
+            out = build_flow(profile=profile, home=str(home), build_id=build_id, overrides=overrides, until=until)
             outcome.status = "succeeded"
             outcome.refs, outcome.stages_run, outcome.stages_cached = out["refs"], out["ran"], out["cached"]
             outcome.flow_run_id = out.get("flow_run_id")

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow
-from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
 from finhallu.config import load_config
 from finhallu.flows.artifacts import finalize_evaluation
@@ -78,8 +77,7 @@ def run_evaluate(home: str | Path, profile: str = "demo", dataset_version: int |
     with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
         samples = _ref_of(catalog, "samples", dataset_version)
         stats = _stats_for(catalog, samples)
-        with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):
-            refs = evaluate_flow(str(home), profile, build_id, overrides, samples, stats)
+        refs = evaluate_flow(str(home), profile, build_id, overrides, samples, stats)
         current = make_current and catalog.store.current().get("samples") == samples.version
         if current:
             catalog.store.set_current([refs[n] for n in ("detections", "metrics", "confusion", "detector_tests", "report_index")])

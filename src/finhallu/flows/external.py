@@ -14,7 +14,6 @@ from pathlib import Path
 
 import polars as pl
 from prefect import flow
-from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
 from finhallu.config import load_config
 from finhallu.flows.artifacts import finalize_evaluation
@@ -99,8 +98,7 @@ def run_eval_external(home: str | Path, fmt: str, path: str | Path, detectors: l
         catalog.recover()
         samples = _publish(catalog, "external_samples", frame, [], build_id)
         stats = _publish(catalog, "dataset_stats", dataset_stats_of(frame), [samples], build_id)
-        with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(home / "cache" / "prefect-results")}):
-            refs = external_flow(str(home), profile, build_id, selected, samples, stats)
+        refs = external_flow(str(home), profile, build_id, selected, samples, stats)
         catalog.refresh_views()
         report = _write_report(home, build_id, refs["report_index"])
     metrics = catalog.store.read(refs["metrics"])

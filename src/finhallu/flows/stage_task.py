@@ -62,6 +62,11 @@ def role_key_material(role: str, cfg: dict) -> dict:
     return out
 
 
+def stage_results_dir(home: str | Path) -> Path:
+    """Where the stage task's results (its cache records) are persisted: in the home."""
+    return Path(home).resolve() / "cache" / "prefect-results"
+
+
 def stage_cache_key(context: TaskRunContext, parameters: dict) -> str:
     material = stage_key_material(parameters["stage_name"], parameters["inputs"], parameters["cfg"], parameters["home"])
     return f"{parameters['stage_name']}-{canonical_hash(material)[:32]}"
