@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from finhallu.config import load_config
-from finhallu.llm.stub_server import StubLLM, schema_instance
+from finhallu.llm.stub_server import StubLLM, cooperative_responder
 from finhallu.tasks.pipeline import STAGES
 from conftest import run_cli
 
@@ -27,14 +27,7 @@ WIRES = {"openai": {"provider": "openai", "model": "gpt-4o"},
          "gemini": {"provider": "gemini", "model": "gemini-2.5-flash"}}
 KINDS = {"openai": "chat", "gemini": "generate"}  # the stub's name for each wire's online request
 BATCH_ROLES = {"dialogue_judge", "injection_judge"}  # one on each wire (see storm_profile)
-VERDICTS = {"judge_answerability": {"answerable": False, "reason": "the passage does not state the answer"}}
-
-
-def responder(name, schema, messages):  # as in test_llm_build: no hard negatives without one "unanswerable"
-    out = schema_instance(schema, messages)
-    if isinstance(out, dict):
-        out.update({k: v for k, v in VERDICTS.get(name, {}).items() if k in out})
-    return out
+responder = cooperative_responder  # as in test_llm_build: no hard negatives without one "unanswerable"
 
 
 def storm_profile(tmp_path: Path, stub: StubLLM, scale: int = 1) -> str:
@@ -50,7 +43,7 @@ def storm_profile(tmp_path: Path, stub: StubLLM, scale: int = 1) -> str:
     unlimited = {"rpm": 1_000_000, "tpm": 1_000_000_000, "concurrency": 16}
     llm = {"limits": {w["model"]: unlimited for w in WIRES.values()}, "default_limits": {"concurrency": 16},
            "max_attempts": 2, "backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 2.0,
-           "batch_poll_s": 0.05, "batch_min_requests": 5}
+           "batch_poll_s": 0.05, "batch_min_requests": 5, "estimate_before_build": False}
     # Reduced (scale 1): fewer hard-negative candidates to judge and one dialogue per document keep
     # the build to about two thousand calls; the benchmark runs it at a larger scale.
     reduced = {"retrieve": {"top_k": min(10, 4 * scale), "candidate_pool": min(40, 5 * scale)},

@@ -12,20 +12,13 @@ import pytest
 import yaml
 
 from finhallu.config import load_config
-from finhallu.llm.stub_server import StubLLM, schema_instance
+from finhallu.estimate import dry_run, save_estimate
+from finhallu.llm.stub_server import StubLLM, replay_responder
 from finhallu.tasks.pipeline import STAGES
 from conftest import run_cli
 
-# A scripted model: schema-valid answers built from the prompt (see stub_server), with the one
-# judgement that must go the other way for a benchmark to exist: a retrieved passage that
-# passed the lexical step is judged unable to answer (else there are no hard negatives).
-VERDICTS = {"judge_answerability": {"answerable": False, "reason": "the passage does not state the answer"}}
-
-
-def responder(name, schema, messages):
-    out = schema_instance(schema, messages)
-    out.update({k: v for k, v in VERDICTS.get(name, {}).items() if k in out})
-    return out
+# The loopback model answers every prompt as the dry run's rules backend did (replay_responder),
+# so the build takes the path the estimate took; prompts it has not seen get the scripted answers.
 
 
 def _stub_profile(tmp_path, stub: StubLLM) -> str:
@@ -48,13 +41,20 @@ def _stub_profile(tmp_path, stub: StubLLM) -> str:
 
 @pytest.mark.slow
 def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
-    with StubLLM(responder=responder) as stub:
+    with StubLLM() as stub:
         monkeypatch.setenv("OPENAI_BASE_URL", stub.openai_base)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-test-key")
         profile = _stub_profile(tmp_path, stub)
         home = tmp_path / "home"
+        # The dry run first (saved where the build's own estimate line looks for it), recording the
+        # rules' answers for the server to replay.
+        answers: dict[str, str] = {}
+        estimate = dry_run(load_config(profile), answers=answers)
+        save_estimate(home, estimate)
+        stub.responder = replay_responder(answers)
         proc = run_cli("build", "--profile", profile, "--json", home=home, timeout=900)
         assert proc.returncode == 0, proc.stderr[-4000:]
+        assert "estimate (cold build): " in proc.stderr and f"{estimate.calls:,} LLM calls" in proc.stderr
         calls = stub.count("chat")
         assert calls > 100
         con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
@@ -64,6 +64,18 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         con.close()
         assert sum(per_stage.values()) >= calls - failures  # every provider call is in the ledger
         assert {"retrieve", "dialogues"} <= set(per_stage)
+        # The estimate holds within 20 % per stage (calls) and in all (calls, tokens).
+        con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+        actual = {st: (n, t) for st, n, t in con.execute(
+            "SELECT stage, count(*), sum(input_tokens + output_tokens) FROM llm_calls WHERE NOT cache_hit GROUP BY 1").fetchall()}
+        con.close()
+        est = {s.stage: s for s in estimate.stages if s.calls}
+        assert set(est) == set(actual)
+        for st, (n, _) in actual.items():
+            assert abs(est[st].calls - n) <= 0.2 * n, (st, est[st].calls, n)
+        tokens = sum(t for _, t in actual.values())
+        assert abs(estimate.calls - sum(n for n, _ in actual.values())) <= 0.2 * sum(n for n, _ in actual.values())
+        assert abs(sum(s.input_tokens + s.output_tokens for s in estimate.stages) - tokens) <= 0.2 * tokens
         assert n_samples > 0
         assert "sk-loopback-test-key" not in "".join(p.read_text() for p in (home / "catalog" / "llm_calls").glob("*"))
         # `finhallu llm-calls` prints the same ledger per stage and role.
@@ -84,6 +96,7 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         assert set(stage_arts) == set(keys)
         assert "| dialogues |" in stage_arts["stage-dialogues"]["data"] and "LLM:" in stage_arts["stage-dialogues"]["data"]
         assert "QC `injection_qc`: kept" in stage_arts["stage-injection-qc"]["data"]
+        assert "| estimated (cold) |" in stage_arts["stage-retrieve"]["data"]  # the estimate beside the actuals
         con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
         run_id = con.execute("SELECT flow_run_id FROM builds ORDER BY started_at DESC LIMIT 1").fetchone()[0]
         con.close()
@@ -126,8 +139,9 @@ def test_a_rejected_key_stops_the_build_at_once_with_one_line(tmp_path, monkeypa
         stub.faults.extend([("status", 401)] * 1000)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-0123456789")
         path = tmp_path / "p.yaml"
-        path.write_text(yaml.safe_dump({"extends": "demo", "roles": {"answerability_judge": {
-            "provider": "openai", "model": "gpt-4o", "base_url": stub.openai_base}}}), encoding="utf-8")
+        path.write_text(yaml.safe_dump({"extends": "demo", "llm": {"estimate_before_build": False}, "roles": {
+            "answerability_judge": {"provider": "openai", "model": "gpt-4o", "base_url": stub.openai_base}}}),
+            encoding="utf-8")
         proc = run_cli("build", "--profile", str(path), "--json", home=tmp_path / "home", timeout=600)
         assert proc.returncode == 2
         stops = [ln for ln in proc.stderr.splitlines() if "stopped:" in ln]

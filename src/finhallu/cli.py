@@ -46,6 +46,9 @@ class RichReporter:
             t = self.tasks[stage]
             self.progress.update(t, description=f"{stage} [{status}]", completed=1, total=1)
 
+    def note(self, message: str) -> None:
+        self.progress.console.print(message, highlight=False, soft_wrap=True)
+
 
 @contextlib.contextmanager
 def prefect_api(home: Path):
@@ -137,8 +140,23 @@ def cmd_build(args) -> int:
     if problem:
         print(f"finhallu {args.command}: bad configuration: {problem}", file=sys.stderr)
         return 2
+    if getattr(args, "dry_run", False):
+        return _dry_run(args)
     with prefect_api(_home(args)) as ready:
         return _build(args, ready)
+
+
+def _dry_run(args) -> int:
+    from finhallu.config import load_config, merge_dicts, parse_override
+    from finhallu.estimate import dry_run
+
+    overrides: dict = {}
+    for expr in args.set or []:
+        overrides = merge_dicts(overrides, parse_override(expr))
+    cfg = load_config(args.profile, overrides or None)
+    est = dry_run(cfg, progress=None if args.json else lambda stage: print(f"dry run: {stage}", file=sys.stderr))
+    print(json.dumps(est.to_json(), ensure_ascii=False) if args.json else est.table())
+    return 0
 
 
 def cmd_evaluate(args) -> int:
@@ -567,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="send LLM calls recorded as failed by earlier builds again (without it a rerun keeps "
                             "them as recorded failures, with no request)")
         p.set_defaults(fn=cmd_build)
+    b.add_argument("--dry-run", action="store_true",
+                   help="run nothing: estimate the build's LLM calls, tokens, cost and minimum time per stage")
     e = add("evaluate", help="run detectors on a published samples version (detect, metrics, report)")
     e.add_argument("--profile", default="demo")
     e.add_argument("--dataset-version", type=int, default=None, help="samples version (default: current)")

@@ -155,6 +155,12 @@ class RetrieveConfig(_Section):
     # Step 2 (answerability): a candidate still "covers" the clue if this share of the
     # clue's content words occurs in it; such passages are not hard negatives.
     max_clue_coverage: float = Field(0.6, ge=0.0, le=1.0)
+    # Step 2 judges a seed's candidates lazily, in rank order, until it has top_k hard negatives
+    # (an answerable context holds K-1 beside the gold passage, False Acceptance swaps in K): the
+    # stages read no more than the first K. Each round asks for what is missing plus this many
+    # more, so few seeds need another round. False: every candidate that passed step 1 is judged.
+    judge_lazily: bool = True
+    judge_round_margin: int = Field(2, ge=0)
     # FAISS index (finhallu.tasks.index). `auto`: exact IndexFlatIP below `ann_threshold`
     # passages, `ann_kind` at or above it; `flat`/`ivf`/`hnsw` force a kind at any size.
     index_kind: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
@@ -226,6 +232,9 @@ class InjectConfig(_Section):
     # A minimal-edit subtype's output that changes more words than this is passed over for the
     # dialogue's next candidate (the QC judge applies its own limit to what gets through).
     max_minimal_edit_words: int = Field(4, ge=1)
+    # Injector calls per dialogue before it is given up (its candidates in order: the best-suited
+    # turn of each chosen subtype first). A model that keeps missing must not cost 20 calls a dialogue.
+    max_attempts: int = Field(4, ge=1, le=50)
     # Target share of each type among injected dialogues (relative weights; types left out weigh
     # 1, a zero weight turns the type off). The demo stays balanced; `paper` sets K-FinHallu's.
     type_weights: dict[str, float] = Field(default_factory=dict)
@@ -264,6 +273,9 @@ class InjectionQCConfig(_Section):
     min_appropriateness: int = Field(2, ge=1, le=3)
     # Minimal-edit subtypes whose edit changes more words than this are rated less appropriate.
     max_minimal_edit_words: int = Field(4, ge=1)
+    # Injector calls per dialogue before it is given up (its candidates in order: the best-suited
+    # turn of each chosen subtype first). A model that keeps missing must not cost 20 calls a dialogue.
+    max_attempts: int = Field(4, ge=1, le=50)
     # Every injected response and its faithful counterpart are re-checked by the label verifier
     # (operation verify_sample, role label_verifier); a pair either side of which fails is dropped.
     verify_labels: bool = True
@@ -375,6 +387,10 @@ class LLMConfig(_Section):
     batch_poll_s: float = Field(30.0, gt=0)
     batch_max_wait_s: float = Field(86400.0, gt=0)  # then the build stops; a rerun resumes the same job
     batch_min_requests: int = Field(20, ge=1)  # fewer uncached requests than this go online
+    # The estimate printed before a build with LLM roles (`finhallu build --dry-run` prints it
+    # per stage): its latency floor assumes this many seconds per call.
+    estimate_before_build: bool = True
+    expected_latency_s: float = Field(2.0, gt=0)
 
 
 class BuildConfig(_Section):

@@ -9,6 +9,7 @@ class Reporter(Protocol):
     def stage_started(self, stage: str) -> None: ...
     def stage_progress(self, stage: str, done: int, total: int) -> None: ...
     def stage_finished(self, stage: str, status: str) -> None: ...
+    def note(self, message: str) -> None: ...
 
 
 class _Null:
@@ -20,6 +21,9 @@ class _Null:
 
     def stage_finished(self, stage: str, status: str) -> None:
         pass
+
+    def note(self, message: str) -> None:
+        print(message, flush=True)  # inside a deployment's flow (log_prints): a line of its run log
 
 
 _reporter: Reporter = _Null()

@@ -132,6 +132,20 @@ def check_role_keys(cfg, until: str | None = None, only: tuple[str, ...] | None 
                 raise MissingKeyError(str(exc)) from None
 
 
+def announce_estimate(cfg, home: Path) -> None:
+    """Before a build with LLM roles: what it will cost (the dry run's line), made once per config."""
+    from finhallu.estimate import BuildEstimate, dry_run, estimate_path, has_remote_roles, save_estimate
+
+    if not (cfg.llm.estimate_before_build and has_remote_roles(cfg)):
+        return
+    if estimate_path(home, cfg.hash()).exists():
+        est = BuildEstimate.from_json(json.loads(estimate_path(home, cfg.hash()).read_text(encoding="utf-8")))
+    else:
+        est = dry_run(cfg)
+        save_estimate(home, est)
+    reporter().note(est.line() + " (`finhallu build --dry-run` prints it per stage)")
+
+
 def new_build_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
@@ -145,6 +159,7 @@ def run_build(profile: str, home: str | Path, overrides: dict | None = None, wai
     build_id = build_id or new_build_id()
     cfg = load_config(profile, overrides)  # fail fast on a bad profile, before taking the lock
     check_role_keys(cfg, until)  # and on a missing API key, before any stage runs
+    announce_estimate(cfg, home)
     catalog = Catalog(home)
     started = utc_now()
     t0 = time.perf_counter()

@@ -34,7 +34,7 @@ def summary_line(stage: str, rows_in: dict[str, int], rows_out: dict[str, int], 
 
 
 def summary_markdown(stage: str, rows_in: dict[str, int], outputs: dict[str, pl.DataFrame], seconds: float,
-                     gate_rows: dict[str, list[dict]], llm: list[dict]) -> str:
+                     gate_rows: dict[str, list[dict]], llm: list[dict], estimate: dict | None = None) -> str:
     gates = {n: not any(r["outcome"] != "passed" for r in rows) for n, rows in gate_rows.items()}
     lines = [f"### Stage `{stage}`", "", summary_line(stage, rows_in, {n: d.height for n, d in outputs.items()}, seconds, gates),
              "", "| table | rows | gate | failing expectations |", "|---|---|---|---|"]
@@ -51,11 +51,18 @@ def summary_markdown(stage: str, rows_in: dict[str, int], outputs: dict[str, pl.
         calls, hits = sum(r["calls"] for r in llm), sum(r["cache_hits"] for r in llm)
         failed, cost = sum(r["failures"] for r in llm), sum(r["cost_usd"] for r in llm)
         lines += ["", f"LLM: {calls} calls, {hits} cache hits, {failed} failed, ${cost:.4f}"]
+    if estimate:  # the dry run's estimate made before the build (finhallu.estimate), against what happened
+        tokens = sum(r["input_tokens"] + r["output_tokens"] for r in llm)
+        lines += ["", "| | LLM calls | tokens | cost $ | seconds |", "|---|---|---|---|---|",
+                  f"| estimated (cold) | {estimate['calls']} | {estimate['input_tokens'] + estimate['output_tokens']} | "
+                  f"{estimate['cost_usd']:.4f} | at least {estimate['floor_s']:.0f} |",
+                  f"| actual | {sum(r['calls'] - r['cache_hits'] for r in llm)} (+{sum(r['cache_hits'] for r in llm)} cached) | "
+                  f"{tokens} | {sum(r['cost_usd'] for r in llm):.4f} | {seconds:.0f} |"]
     return "\n".join(lines)
 
 
 def publish_stage_summary(stage: str, frames: dict[str, pl.DataFrame], outputs: dict[str, pl.DataFrame], seconds: float,
-                          gate_rows: dict[str, list[dict]], llm: list[dict]) -> None:
+                          gate_rows: dict[str, list[dict]], llm: list[dict], estimate: dict | None = None) -> None:
     """The INFO line and the `stage-<name>` artifact, inside a Prefect run (nothing outside one)."""
     try:
         from prefect.context import get_run_context
@@ -70,7 +77,7 @@ def publish_stage_summary(stage: str, frames: dict[str, pl.DataFrame], outputs: 
     gates = {n: not any(r["outcome"] != "passed" for r in rows) for n, rows in gate_rows.items()}
     get_run_logger().info(summary_line(stage, rows_in, {n: d.height for n, d in outputs.items()}, seconds, gates))
     try:
-        create_markdown_artifact(summary_markdown(stage, rows_in, outputs, seconds, gate_rows, llm),
+        create_markdown_artifact(summary_markdown(stage, rows_in, outputs, seconds, gate_rows, llm, estimate),
                                  key=f"stage-{stage.replace('_', '-')}", description=f"what stage {stage} did")
     except Exception as exc:  # the run goes on without its artifact
         get_run_logger().warning(f"could not create the stage-{stage} artifact: {type(exc).__name__}: {exc}")

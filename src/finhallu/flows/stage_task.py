@@ -15,6 +15,7 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from finhallu.config import BuildConfig, canonical_hash
+from finhallu.estimate import saved_stage_estimate
 from finhallu.flows.stage_report import publish_stage_summary
 from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
@@ -88,6 +89,7 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         input_hashes={n: r.content_hash for n, r in inputs.items()},
         progress=lambda done, total: reporter().stage_progress(stage.name, done, total),
         cache_dir=Path(home) / "cache",
+        warn=stage_warning,
     )
     runtime = LLMRuntime.for_home(Path(home), cfg.llm, stage.name)
     stopped = True  # until the stage returns: a rejected key or a spent failure budget stops it
@@ -128,7 +130,8 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
     for name in stage.outputs:
         catalog.record_dq(build_id, stage.name, name, results[name].rows)
     publish_stage_summary(stage.name, frames, {n: conformed.get(n, outputs[n]) for n in stage.outputs},
-                          time.perf_counter() - started, {n: results[n].rows for n in stage.outputs}, llm_summary)
+                          time.perf_counter() - started, {n: results[n].rows for n in stage.outputs}, llm_summary,
+                          saved_stage_estimate(Path(home), cfg.hash(), stage.name))
     bad = [results[n] for n in stage.outputs if not results[n].ok]
     if bad:
         raise GateFailed(bad[0], stage.name)

@@ -59,3 +59,10 @@ class LLMReply:
     output_tokens: int = 0
     finish_reason: str | None = None
     model_version: str | None = None
+
+
+def prompt_digest(messages) -> str:
+    """A prompt's identity across wire formats: its user and assistant turns (the system line is
+    the same for every operation of a language, and Gemini carries it apart)."""
+    body = "\n\x1e".join(f"{role}:{content}" for role, content in messages if role != "system")
+    return hashlib.sha256(body.encode()).hexdigest()

@@ -103,6 +103,8 @@ class LLMRouter:
         Returns the validated output, or None when a remote call failed for good (recorded)."""
         if self.is_offline(role):
             return self._offline(role, op_name, inputs)
+        if self.runtime.estimating:
+            return self._estimate(role, op_name, inputs)
         return _run(self._bound().acall(role, op_name, sample=sample, **inputs))
 
     def call_many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int] | None = None) -> list:
@@ -110,6 +112,8 @@ class LLMRouter:
         through the provider's batch API when the role asks for it). Order is preserved."""
         if self.is_offline(role):
             return [self._offline(role, op_name, dict(i)) for i in inputs_list]
+        if self.runtime.estimating:
+            return [self._estimate(role, op_name, dict(i)) for i in inputs_list]
         samples = samples or [0] * len(inputs_list)
         return _run(self._bound()._many(role, op_name, inputs_list, samples))
 
@@ -150,6 +154,18 @@ class LLMRouter:
     def _offline(self, role: str, op_name: str, inputs: dict):
         op = OPERATIONS[op_name]
         return get_provider("offline").run(op, self.role_config(role), inputs.get("lang", "ko"), inputs)
+
+    def _estimate(self, role: str, op_name: str, inputs: dict):
+        """A dry run's call: the rules backend answers (once per prompt, as the call cache would);
+        the runtime's ledger gets what the prompt and a reply of that size would cost."""
+        op = OPERATIONS[op_name]
+        cfg = self.role_config(role)
+        messages = op.render(inputs.get("lang", "ko"), inputs)
+        key = json.dumps([cfg["provider"], cfg["model"], get_provider(cfg["provider"]).params(cfg), op_name, messages],
+                         sort_keys=True, ensure_ascii=False, default=str)
+        text = self.runtime.estimate_call(role, op_name, cfg, key, messages,
+                                          lambda: self._offline(role, op_name, inputs).model_dump_json())
+        return op.output.model_validate_json(text)
 
     def _request(self, role: str, op, inputs: dict, sample: int):
         cfg = self.role_config(role)

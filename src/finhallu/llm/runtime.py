@@ -18,6 +18,7 @@ import contextvars
 import hashlib
 import logging
 import random
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,7 +29,8 @@ from finhallu.llm.errors import BatchPending, FailureBudgetExceeded, KeyRejected
 from finhallu.llm.keys import PLACEHOLDER_KEY, mask, resolve_key_source
 from finhallu.llm.ledger import CallRecord, Ledger, cost_usd
 from finhallu.llm.limits import LIMITERS
-from finhallu.llm.request import LLMReply, LLMRequest
+from finhallu.llm.request import LLMReply, LLMRequest, prompt_digest
+from finhallu.llm.tokens import approx_prompt_tokens, approx_tokens
 
 log = logging.getLogger("finhallu.llm")
 BATCH_DISCOUNT = 0.5  # OpenAI Batch API and Gemini batch mode both bill half the online price
@@ -40,10 +42,16 @@ def _cfg_get(obj, name, default=None):
 
 class LLMRuntime:
     def __init__(self, settings=None, cache: CallCache | None = None, stage: str = "adhoc",
-                 sleep=asyncio.sleep, rng=random.random):
+                 sleep=asyncio.sleep, rng=random.random, estimating: bool = False):
         from finhallu.config import LLMConfig
 
         self.settings = settings if settings is not None else LLMConfig()
+        # A dry run: remote roles answer with their rules backend and the ledger records what the
+        # call would have cost (approximate tokens, list prices); nothing is sent or cached.
+        self.estimating = estimating
+        self.estimated_prompts: dict[str, str] = {}  # a dry run's "call cache", shared by its stages: key -> answer
+        self._estimate_lock = threading.Lock()
+        self.estimated_answers: dict[str, str] | None = None  # prompt digest -> the rules' answer (replay)
         self.cache = cache
         self.stage = stage
         self.ledger = Ledger()
@@ -116,11 +124,39 @@ class LLMRuntime:
         c = cost_usd(self.settings.prices, model, input_tokens, output_tokens)
         return c * BATCH_DISCOUNT if batch else c
 
+    def estimate_call(self, role: str, operation: str, cfg: dict, key: str, messages, answer) -> str:
+        """A dry run's call that is not made: its ledger row (approximate tokens, list price) and the
+        answer it gets. A prompt asked before gets the first asking's answer at no cost, as the call
+        cache gives it in a build; `answer()` (the rules backend) runs only for a new prompt."""
+        from finhallu.llm.providers import get_provider
+
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        with self._estimate_lock:
+            known = self.estimated_prompts.get(digest)
+        if known is not None:
+            self.ledger.add(CallRecord(stage=self.stage, role=role, operation=operation, provider=cfg["provider"],
+                                       model=cfg["model"], request_key="(estimate)", cache_hit=True))
+            return known
+        text = answer()
+        with self._estimate_lock:
+            self.estimated_prompts[digest] = text
+            if self.estimated_answers is not None:
+                self.estimated_answers.setdefault(prompt_digest(messages), text)
+        batch = bool(cfg.get("batch")) and getattr(get_provider(cfg["provider"]), "supports_batch", False)
+        input_tokens, output_tokens = approx_prompt_tokens(messages), approx_tokens(text)
+        output_tokens = min(output_tokens, cfg.get("max_tokens") or output_tokens)
+        self.ledger.add(CallRecord(
+            stage=self.stage, role=role, operation=operation, provider=cfg["provider"], model=cfg["model"],
+            request_key="(estimate)", input_tokens=input_tokens, output_tokens=output_tokens,
+            cost_usd=self.price(cfg["model"], input_tokens, output_tokens, batch), attempts=1, batch=batch,
+            created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds")))
+        return text
+
     # ---- one call -----------------------------------------------------------------------
     def record(self, request: LLMRequest, role: str, operation: str, **fields) -> CallRecord:
         rec = CallRecord(stage=self.stage, role=role, operation=operation, provider=request.provider,
                          model=request.model, request_key=request.key(),
-                         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), **fields)
+                         created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields)
         self.ledger.add(rec)
         return rec
 

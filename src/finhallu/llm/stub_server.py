@@ -27,6 +27,9 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from finhallu.llm.request import prompt_digest
+from finhallu.llm.tokens import approx_prompt_tokens, approx_tokens
+
 Responder = Callable[[str, dict, list[tuple[str, str]]], dict]
 # 429 (with a short Retry-After), 500, timeout (no answer until the client gives up), html (a 200
 # gateway page, Content-Type text/html), truncated (the connection drops mid-body), schema (a 200
@@ -81,6 +84,33 @@ def schema_instance(schema: dict, messages: list[tuple[str, str]], name: str = "
 
 def default_responder(schema_name: str, schema: dict, messages: list[tuple[str, str]]) -> dict:
     return schema_instance(schema or {"type": "object", "properties": {}}, messages)
+
+
+# The one judgement a scripted model must give the other way for a benchmark to exist: a retrieved
+# passage that passed the lexical step is judged unable to answer (else there are no hard negatives).
+COOPERATIVE_VERDICTS = {"judge_answerability": {"answerable": False, "reason": "the passage does not state the answer"}}
+
+
+def cooperative_responder(schema_name: str, schema: dict, messages: list[tuple[str, str]]) -> dict:
+    """Schema answers built from the prompt, with the verdicts that let a build produce samples."""
+    out = default_responder(schema_name, schema, messages)
+    if isinstance(out, dict):
+        out.update({k: v for k, v in COOPERATIVE_VERDICTS.get(schema_name, {}).items() if k in out})
+    return out
+
+
+def replay_responder(answers: dict[str, str], fallback: Responder = cooperative_responder) -> Responder:
+    """Answers recorded by a dry run (`finhallu.estimate.dry_run(answers=...)`), by prompt: a model
+    that decides as the rules backend does; prompts it has not seen get `fallback`'s answer."""
+    def respond(schema_name: str, schema: dict, messages: list[tuple[str, str]]) -> dict:
+        known = answers.get(prompt_digest(messages))
+        if known is None:
+            respond.unseen[schema_name] = respond.unseen.get(schema_name, 0) + 1
+            return fallback(schema_name, schema, messages)
+        return json.loads(known)
+
+    respond.unseen = {}  # prompts the dry run never asked, by operation
+    return respond
 
 
 # ---- the server ----------------------------------------------------------------------------
@@ -207,8 +237,8 @@ class StubLLM:
         text = json.dumps(self.responder(schema_name, schema, messages), ensure_ascii=False)
         if self.usage_tokens:
             return text, *self.usage_tokens
-        prompt = sum(len(c) for _, c in messages) // 3 + 1
-        return text, prompt, len(text) // 3 + 1
+        # Usage as finhallu.llm.tokens approximates it (no tokenizer here; see there).
+        return text, approx_prompt_tokens(messages), approx_tokens(text)
 
     def _handler(self):
         stub = self

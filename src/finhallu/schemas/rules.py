@@ -70,11 +70,15 @@ def _hard_negative_lacks_clue(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
 
 
 def _verdicts_consistent(df: pl.DataFrame, _: dict) -> pl.DataFrame:
-    """A hard negative passed both steps; step 2 ran exactly when step 1 passed."""
+    """A hard negative passed both steps; step 2 ran only where step 1 passed, and (judged lazily,
+    in rank order) a seed's step-1 candidate is left unjudged only behind all its judged ones."""
     step1 = pl.col("clue_absent") & pl.col("answer_absent")
+    judged = pl.col("unanswerable").is_not_null()
+    last_judged = pl.when(judged).then(pl.col("candidate_rank")).max().over("seed_id").fill_null(-1)
     return df.select("seed_id", "passage_id", ok=(
         (pl.col("is_hard_negative") == (step1 & pl.col("unanswerable").fill_null(False)))
-        & (pl.col("unanswerable").is_null() == ~step1)))
+        & (~judged | step1)
+        & (judged | ~step1 | (pl.col("candidate_rank") > last_judged))))
 
 
 def _one_injection_per_dialogue(df: pl.DataFrame, _: dict) -> pl.DataFrame:
@@ -137,7 +141,7 @@ RULES: dict[str, list[Rule]] = {
     "documents": [Rule("institution_in_one_split", "an institution's documents all sit in one split", _institution_one_split)],
     "hard_negatives": [Rule("hard_negative_lacks_clue", "a hard negative contains neither the clue nor the answer (normalized)",
                             _hard_negative_lacks_clue),
-                       Rule("verdicts_consistent", "is_hard_negative = step 1 and step 2 passed", _verdicts_consistent)],
+                       Rule("verdicts_consistent", "is_hard_negative = step 1 and step 2 passed; step 2 asked in rank order", _verdicts_consistent)],
     "dialogues": [Rule("turn_count_matches", "n_turns equals the turns published for the dialogue", _dialogue_turn_count)],
     "turns": [Rule("context_matches_answerability",
                    "answerable turns show the gold passage and no hard negative; unanswerable turns show only hard negatives",

@@ -179,7 +179,9 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
     step1 = hn.filter(pl.col("clue_absent") & pl.col("answer_absent"))
     add("all", "hard_negative_candidates", "all", hn.height)
     add("all", "hard_negative_step1_retention", "all", step1.height / max(1, hn.height))
-    add("all", "hard_negative_step2_retention", "all", step1["is_hard_negative"].sum() / max(1, step1.height))
+    judged = step1.filter(pl.col("unanswerable").is_not_null())  # step 2 asks lazily (retrieve.judge_lazily)
+    add("all", "hard_negative_judged", "all", judged.height)
+    add("all", "hard_negative_step2_retention", "all", judged["is_hard_negative"].sum() / max(1, judged.height))
     for metric, slice_, value in fingerprint_scores(samples, cfg.fingerprint_folds, seed) + shortcut_scores(samples):
         add("all", metric, slice_, value)
     return pl.DataFrame(rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import logging
 import importlib.util
 import random
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class StageContext:
     roles: dict[str, dict] = field(default_factory=dict)
     input_hashes: dict[str, str] = field(default_factory=dict)
     progress: Callable[[int, int], None] = lambda done, total: None
+    # What a stage wants the people watching the run to know (a WARNING in the run's log).
+    warn: Callable[[str], None] = lambda message: logging.getLogger("finhallu.stage").warning(message)
     # Content-addressed caches and artifacts under the home folder (embeddings by model and text
     # hash, FAISS indexes). Reading them never changes a stage's output, only its cost.
     cache_dir: Path | None = None

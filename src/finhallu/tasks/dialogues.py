@@ -20,6 +20,7 @@ import hashlib
 import polars as pl
 
 from finhallu.config import DialogueConfig
+from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks import questions as _questions, responses as _responses  # noqa: F401  (register the operations)
 from finhallu.tasks.base import Frames, StageContext, rows_frame
@@ -153,6 +154,11 @@ def _reconfirm_item(dlg: _Dialogue, rng) -> dict | None:
     return {**dlg.items[j - 1], "reconfirms": j}
 
 
+def _planned_turns(doc: dict, k: int, cfg: DialogueConfig, ctx: StageContext) -> int:
+    """The number of questions `_converse` will aim for (its RNG's first draw)."""
+    return ctx.rng("dialogue", doc["doc_id"], k).randint(cfg.min_turns, cfg.max_turns)
+
+
 def _converse(doc: dict, k: int, pool: list[str], seed_rows: dict, by_doc: dict, by_passage: dict,
               contexts: _Context, passages: dict, cfg: DialogueConfig, llm: LLMRouter,
               ctx: StageContext) -> list[dict] | None:
@@ -195,23 +201,31 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             by_passage.setdefault(s["passage_id"], []).append(s["seed_id"])
     docs = inputs["documents"].select("doc_id", "source", "institution", "lang", "split").sort("doc_id")
 
-    dialogues, turns = [], []
-    for n_doc, doc in enumerate(docs.iter_rows(named=True)):
+    planned = []  # (document, k, its seed pool): every dialogue to converse, in a fixed order
+    for doc in docs.iter_rows(named=True):
         pool = [sid for sid in by_doc.get(doc["doc_id"], [])
                 if seed_rows[sid]["answerable"] and seed_rows[sid]["lang"] == doc["lang"]]
         per_doc = cfg.dialogues_per_document if doc["source"] == "aihub" else cfg.dialogues_per_filing
-        for k in range(per_doc if pool else 0):
-            realised = _converse(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
-            if realised is None or len(realised) < cfg.min_turns:
-                continue  # too short, or an LLM call failed for good (recorded in llm_calls): not built
-            turns.extend(realised)
-            dialogues.append({
-                "dialogue_id": realised[0]["dialogue_id"], "doc_id": doc["doc_id"], "source": doc["source"],
-                "institution": doc["institution"], "lang": doc["lang"], "split": doc["split"], "n_turns": len(realised),
-                "seed_ids": [t["seed_id"] for t in realised],
-                "has_reconfirm": any(t["reconfirms_turn"] is not None for t in realised),
-            })
-        ctx.progress(n_doc + 1, docs.height)
+        planned += [(doc, k, pool) for k in range(per_doc if pool else 0)]
+
+    def converse(plan):
+        doc, k, pool = plan
+        return _converse(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
+
+    # Dialogues advance turn by turn, each on its own; all of them together (see llm.parallel).
+    conversed = map_items(converse, planned, llm, (USER, ASSISTANT), ctx.progress,
+                          longest_first=lambda plan: _planned_turns(plan[0], plan[1], cfg, ctx))
+    dialogues, turns = [], []
+    for (doc, _, _), realised in zip(planned, conversed):
+        if realised is None or len(realised) < cfg.min_turns:
+            continue  # too short, or an LLM call failed for good (recorded in llm_calls): not built
+        turns.extend(realised)
+        dialogues.append({
+            "dialogue_id": realised[0]["dialogue_id"], "doc_id": doc["doc_id"], "source": doc["source"],
+            "institution": doc["institution"], "lang": doc["lang"], "split": doc["split"], "n_turns": len(realised),
+            "seed_ids": [t["seed_id"] for t in realised],
+            "has_reconfirm": any(t["reconfirms_turn"] is not None for t in realised),
+        })
     return {"dialogues": rows_frame(dialogues, "dialogue_id"),
             "turns": rows_frame(turns, ["dialogue_id", "turn_index"])}
 

@@ -15,7 +15,9 @@ first, then turns ranked by how well they suit the type (Contradictory: dense in
 financial terms; Inconsistency: turns restating earlier statements; Irrelevance: conditions or
 multi-aspect answers; reconfirm turns are eligible), equally suited turns in a seeded random
 order; the first turn the rules can edit is the target; the operation then edits it (an LLM
-backend may decline, and the next turn is tried).
+backend may decline, and the next turn is tried, for at most `inject.max_attempts` calls per
+dialogue; a dialogue given up is counted, by reason, in a WARNING of the run's log). Dialogues
+are injected concurrently when the injectors are remote models (llm.parallel).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections import Counter
 import polars as pl
 
 from finhallu.config import InjectConfig
+from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, SPLITS
 from finhallu.tasks.base import Frames, StageContext, rows_frame
@@ -216,6 +219,8 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
 
     leaves = _leaves(cfg, registry)
     rows, done = [], 0
+    given_up: Counter = Counter()  # dialogues without an injection, by why
+    work: list[tuple] = []  # (split, dialogue, injector, subtype order, feasible turns), every split's
     for split in SPLITS:
         dl = list(dialogues.filter(pl.col("split") == split).iter_rows(named=True))
         if not dl:
@@ -230,21 +235,39 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"])))
             done += 1
             ctx.progress(done, dialogues.height * 2)
-        for d, inj, order, feas in _assign(items, rng, cfg.min_per_subtype, cfg.weights()):
-            made = None
-            for htype, sub in order:
-                for view, seed in feas[(htype, sub)]:
-                    out = inj.call(view, htype, sub, seed, d["dialogue_id"])
-                    if _usable(out, view, cfg.max_minimal_edit_words):
-                        made = (htype, view, out)
-                        break
-                if made:
-                    break
-            done += 1
-            ctx.progress(done, dialogues.height * 2)
-            if made:
-                rows.append(_row(d, split, inj, *made))
+        work += [(split, *a) for a in _assign(items, rng, cfg.min_per_subtype, cfg.weights())]
+    base = done
+
+    def report(n: int, _total: int) -> None:
+        ctx.progress(base + n, dialogues.height * 2)
+
+    # Each dialogue's attempts run in order; all dialogues of every split together (see llm.parallel).
+    outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, roles, report)
+    for (split, d, inj, _, _), (made, why) in zip(work, outcomes):
+        if made:
+            rows.append(_row(d, split, inj, *made))
+        else:
+            given_up[why] += 1
+    if given_up:
+        ctx.warn(f"stage inject: {sum(given_up.values())} dialogues got no injection within inject.max_attempts="
+                 f"{cfg.max_attempts} calls: " + ", ".join(f"{why} ({n})" for why, n in sorted(given_up.items())))
     return {"injections": rows_frame(rows, "injection_id")}
+
+
+def _inject_dialogue(d: dict, inj: _Injector, order: list, feas: dict, cfg: InjectConfig) -> tuple[tuple | None, str]:
+    """The first usable injection of the dialogue's candidates (subtypes in `order`, each subtype's
+    turns best-suited first) within `cfg.max_attempts` injector calls; else None and why not."""
+    attempts, why = 0, "no subtype fits the dialogue"
+    for htype, sub in order:
+        for view, seed in feas[(htype, sub)]:
+            if attempts >= cfg.max_attempts:
+                return None, "attempts exhausted: " + why
+            attempts += 1
+            out = inj.call(view, htype, sub, seed, d["dialogue_id"])
+            if _usable(out, view, cfg.max_minimal_edit_words):
+                return (htype, view, out), ""
+            why = "the call failed" if out is None else "the output was unusable"
+    return None, why
 
 
 def _usable(out: Injected | None, view: TurnView, max_edit_words: int) -> bool:

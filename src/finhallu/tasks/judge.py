@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from finhallu.config import DialogueQCConfig, InjectionQCConfig
 from finhallu.llm.operations import operation
+from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES
 from finhallu.tasks.base import Frames, StageContext, rows_frame
@@ -350,8 +351,10 @@ def run_injection_qc(inputs: Frames, ctx: StageContext) -> Frames:
                           turn={k: turn[k] for k in ("answerable", "clue_text", "answer")},
                           lang=lang, max_edit_words=cfg.max_minimal_edit_words))
         checks += _verifier_calls(inj, turn, evidence, hist, lang)
-    verdicts = llm.call_many("injection_judge", "judge_injection", calls)
-    label_checks = llm.call_many("label_verifier", "verify_sample", checks) if cfg.verify_labels else [None] * len(checks)
+    # The judge and the label verifier read the same injections apart: both passes at once.
+    passes = [lambda: llm.call_many("injection_judge", "judge_injection", calls),
+              lambda: llm.call_many("label_verifier", "verify_sample", checks) if cfg.verify_labels else [None] * len(checks)]
+    verdicts, label_checks = map_items(lambda run: run(), passes, llm, ("injection_judge", "label_verifier"))
     if cfg.verify_labels and cfg.verifier_nli_model:
         label_checks = _with_nli(label_checks, checks, cfg)
     for n, (inj, s) in enumerate(zip(inj_rows, verdicts)):

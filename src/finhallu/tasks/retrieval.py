@@ -6,7 +6,9 @@ Hard negatives (K-FinHallu §4.2, App. C): candidates are the top-ranked passage
 the gold one and same-document passages holding the clue; step 1 (lexical) rejects any that
 contain the clue or the answer, after number/unit/spacing normalization; step 2 is the
 `judge_answerability` operation (LLM backend, or rules: the passage still covers most of the
-clue's content words). Every candidate's verdicts are kept; `is_hard_negative` marks survivors.
+clue's content words), asked lazily in rank order until a seed has K hard negatives (the stages
+read no more). Every candidate's verdicts are kept (`unanswerable` None: never asked, not needed);
+`is_hard_negative` marks survivors.
 """
 
 from __future__ import annotations
@@ -69,6 +71,37 @@ def _answer_amounts(answer: str) -> list:
     return [q for q in quantities(answer or "") if q.unit in ("KRW", "USD") or (not q.unit and abs(q.value) >= 1000)]
 
 
+def _judge(step2: list[tuple[dict, dict]], llm: LLMRouter, judge_name: str, cfg: RetrieveConfig) -> None:
+    """Step 2 on the candidates that passed step 1 (rows in rank order per seed), in concurrent (or
+    batch) rounds: lazily, each round asks per seed for the hard negatives it still lacks (plus a
+    margin); rows never asked keep `unanswerable` None ("not needed"), which is no hard negative."""
+    queues: dict[str, list[tuple[dict, dict]]] = {}
+    for row, kw in step2:
+        queues.setdefault(row["seed_id"], []).append((row, kw))
+    found = dict.fromkeys(queues, 0)
+    while True:
+        wave = []
+        for sid, queue in queues.items():
+            want = len(queue) if not cfg.judge_lazily else max(0, cfg.top_k - found[sid])
+            if want:
+                take = want + cfg.judge_round_margin if cfg.judge_lazily else want
+                wave += queue[:take]
+                del queue[:take]
+        if not wave:
+            for row, _ in step2:
+                if row["unanswerable"] is None:
+                    row["judge"] = "not asked (the seed had its hard negatives)"
+            return
+        verdicts = llm.call_many(JUDGE, "judge_answerability", [kw for _, kw in wave])
+        for (row, _), verdict in zip(wave, verdicts):
+            if verdict is None:  # the judge failed for good (recorded in llm_calls): when in doubt, no hard negative
+                row["unanswerable"], row["judge"] = False, f"{judge_name} (failed)"
+            else:
+                row["unanswerable"] = not verdict.answerable
+            row["is_hard_negative"] = row["unanswerable"]
+            found[row["seed_id"]] += row["unanswerable"]
+
+
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: RetrieveConfig = ctx.config
     passages = (inputs["passages"].join(inputs["embeddings"].select("passage_id", "vector", "model"), on="passage_id")
@@ -121,14 +154,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                         "answer": seed["answer"], "lang": seed["lang"], "max_coverage": cfg.max_clue_coverage}))
             done += 1
             ctx.progress(done, seeds.height)
-    # Step 2 for every candidate that passed step 1, in one concurrent (or batch) pass.
-    verdicts = llm.call_many(JUDGE, "judge_answerability", [kw for _, kw in step2])
-    for (row, _), verdict in zip(step2, verdicts):
-        if verdict is None:  # the judge failed for good (recorded in llm_calls): when in doubt, no hard negative
-            row["unanswerable"], row["judge"] = False, f"{judge_name} (failed)"
-        else:
-            row["unanswerable"] = not verdict.answerable
-        row["is_hard_negative"] = row["unanswerable"]
+    _judge(step2, llm, judge_name, cfg)
     return {
         "retrievals": rows_frame(ret_rows, ["seed_id", "rank"]),
         "hard_negatives": rows_frame(neg_rows, ["seed_id", "candidate_rank"]),

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from finhallu.config import EmbedConfig, SeedQAConfig
+from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks.base import Frames, StageContext, rows_frame, stable_id
 from finhallu.tasks.embedders import embedder_for_model, embedder_from_config
@@ -191,13 +192,14 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         "multi_llm_qa" in cfg.methods.get(d.source, []) for d in docs) else None
     per_method: dict[tuple[str, str], MethodResult] = {}
     triplets: list[dict] = []
-    for n, doc in enumerate(docs):
-        for method in cfg.methods.get(doc.source, []):
-            res = SEED_METHODS[method](doc, cfg, llm, ctx, encoder)
-            seeds += res.seeds
-            triplets += res.triplets
-            per_method.setdefault((doc.source, method), MethodResult()).merge(res)
-        ctx.progress(n + 1, len(docs))
+    work = [(doc, method) for doc in docs for method in cfg.methods.get(doc.source, [])]
+    # Every document's methods together (see llm.parallel); merged in the documents' order.
+    results = map_items(lambda dm: SEED_METHODS[dm[1]](dm[0], cfg, llm, ctx, encoder), work, llm, SEED_ROLES,
+                        ctx.progress)
+    for (doc, method), res in zip(work, results):
+        seeds += res.seeds
+        triplets += res.triplets
+        per_method.setdefault((doc.source, method), MethodResult()).merge(res)
     seeds, misaligned = _aligned(seeds, docs)
     # One seed per (document, question): generators may ask the same thing from two pages.
     first: dict[str, dict] = {}

@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
+from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks.base import stable_id
 from finhallu.tasks.seeds.alignment import label_named
@@ -296,17 +297,22 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
     chunks = _sample_chunks(doc, chunks, cfg, rng, counts)
     counts["chunks_sampled"] += len(chunks)
     cands: list[dict] = []
-    for i in chunks:
+    asks = [(i, g_rank, g) for i in chunks for g_rank, g in enumerate(cfg.question_generators)]
+
+    def ask(item):
+        i, _, g = item
         p = doc.passages[i]
-        for g_rank, g in enumerate(cfg.question_generators):
-            out = llm.call(g.role, "generate_questions", chunk=p["text"], **doc.op_inputs(i), style=g.style,
-                           n=cfg.questions_per_generator, rng_seed=int(stable_id(g.seed, p["passage_id"], length=8), 16))
-            if out is None:  # failed for good (recorded in llm_calls): this generator adds nothing here
-                counts["llm_failures"] += 1
-                continue
-            for q in out.questions:
-                cands.append({"i": i, "generator": f"{g.role}:{g.style}", "rank": (g_rank, len(q.question)), **q.model_dump()})
-                counts[f"questions_generated_by_{g.role}"] += 1
+        return llm.call(g.role, "generate_questions", chunk=p["text"], **doc.op_inputs(i), style=g.style,
+                        n=cfg.questions_per_generator, rng_seed=int(stable_id(g.seed, p["passage_id"], length=8), 16))
+
+    # Every (chunk, generator) together, then every kept question's validation (see llm.parallel).
+    for (i, g_rank, g), out in zip(asks, map_items(ask, asks, llm, {g.role for g in cfg.question_generators})):
+        if out is None:  # failed for good (recorded in llm_calls): this generator adds nothing here
+            counts["llm_failures"] += 1
+            continue
+        for q in out.questions:
+            cands.append({"i": i, "generator": f"{g.role}:{g.style}", "rank": (g_rank, len(q.question)), **q.model_dump()})
+            counts[f"questions_generated_by_{g.role}"] += 1
     counts["questions_generated"] += len(cands)
     if not cands:
         return result
@@ -318,8 +324,17 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
     result.samples["cluster_sizes"] += [float(len(g)) for g in dd.groups]
     result.samples["jaccard_candidates"] += _pairwise_jaccard(questions)
     final_questions = []
-    for k in dd.kept:
-        seed = _validate(doc, cands[k], cfg, llm, roles, counts, result.samples)
+
+    def validate(k: int):
+        own_counts: Counter = Counter()
+        own_samples: dict[str, list[float]] = {key: [] for key in result.samples}
+        return _validate(doc, cands[k], cfg, llm, roles, own_counts, own_samples), own_counts, own_samples
+
+    validators = {a.role for a in cfg.answer_generators} | {roles["judge"]}
+    for seed, own_counts, own_samples in map_items(validate, dd.kept, llm, validators):
+        counts.update(own_counts)
+        for key, values in own_samples.items():
+            result.samples[key] += values
         if seed:
             result.seeds.append(seed)
             final_questions.append(seed["question"])
@@ -370,8 +385,11 @@ def _validate(doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, cou
     p = doc.passages[i]
     inputs = doc.op_inputs(i)
     answers = []
-    for a in cfg.answer_generators:
-        out = llm.call(a.role, "answer_question", chunk=p["text"], question=cand["question"], style=a.style, **inputs)
+    # The generators answer together, then the judge checks every answer together (see llm.parallel).
+    outs = map_items(lambda a: llm.call(a.role, "answer_question", chunk=p["text"], question=cand["question"],
+                                        style=a.style, **inputs),
+                     cfg.answer_generators, llm, {a.role for a in cfg.answer_generators})
+    for a, out in zip(cfg.answer_generators, outs):
         if out is None:
             counts["llm_failures"] += 1
             continue
@@ -382,8 +400,9 @@ def _validate(doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, cou
     if len(numeric) >= 2:
         samples["numeric_disagreement_before"].append(float(len(set(numeric)) > 1))
     # Stage 1: binary factuality against the chunk.
-    verdicts = [llm.call(roles["judge"], "check_factuality", chunk=p["text"], question=cand["question"],
-                         answer=o.answer, span=o.span, evidence=o.evidence, **inputs) for _, o in answers]
+    verdicts = map_items(lambda a: llm.call(roles["judge"], "check_factuality", chunk=p["text"], question=cand["question"],
+                                            answer=a[1].answer, span=a[1].span, evidence=a[1].evidence, **inputs),
+                         answers, llm, (roles["judge"],))
     factual = [(g, o) for (g, o), v in zip(answers, verdicts) if v is not None and v.factual]  # no verdict: not factual
     counts["answers_factual"] += len(factual)
     if len(factual) >= cfg.min_agreeing_answers:

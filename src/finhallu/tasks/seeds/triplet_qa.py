@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
+from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks.seeds.alignment import question_mismatch
 from finhallu.tasks.seeds.common import (MISMATCH_REASONS, SCHEMA_INPUTS, DocContext, MethodResult, line_spans,
@@ -198,66 +199,89 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
     counts["pages"] += len(all_pages)
     order = list(range(len(all_pages)))
     rng.shuffle(order)
-    used = 0
-    for n_page, pi in enumerate(order):
-        if used >= cfg.max_pages_per_document or n_page >= 3 * cfg.max_pages_per_document:
-            break
-        counts["pages_extracted"] += 1
-        page_triplets: list[tuple[int, dict]] = []
-        for i in all_pages[pi]:
-            p = doc.passages[i]
-            out = llm.call(extractor, "extract_triplets", passage=p["text"], **doc.op_inputs(i), **SCHEMA_INPUTS)
-            if out is None:  # failed for good (recorded in llm_calls): the passage gives no triplets
-                counts["llm_failures"] += 1
+    used, tried = 0, 0
+    limit = min(len(order), 3 * cfg.max_pages_per_document)
+    while used < cfg.max_pages_per_document and tried < limit:
+        # The pages the sequential walk would read next for sure (each one is read unless enough
+        # pages were used before it), all their passages extracted and reviewed together, then
+        # their questions together (see llm.parallel); bookkeeping and RNG draws in page order.
+        batch = order[tried: tried + min(cfg.max_pages_per_document - used, limit - tried)]
+        tried += len(batch)
+        cells = [i for pi in batch for i in all_pages[pi]]
+        reviewed = dict(zip(cells, map_items(lambda i: _extract_and_reflect(doc, i, llm, extractor), cells, llm,
+                                             (extractor,))))
+        questions: list[tuple[int, dict, int]] = []
+        for pi in batch:
+            counts["pages_extracted"] += 1
+            page_triplets = _page_triplets(doc, all_pages[pi], reviewed, counts, result, origin_llm, llm.backend(extractor))
+            if len(page_triplets) < cfg.min_triplets_per_page:
                 continue
-            extracted = out.triplets
-            reflected = llm.call(extractor, "reflect_triplets", passage=p["text"],
-                                 triplets=[t.model_dump() for t in extracted], lang=doc.lang, **SCHEMA_INPUTS)
-            if reflected is None:  # an unreviewed extraction is not kept
-                counts["llm_failures"] += 1
-                continue
-            grounded, contradicted = ground_in_facts(reflected.triplets, doc.facts, bool(doc.scale_notes[i]))
-            # a reflection may also add or rewrite triplets: every candidate it saw counts as extracted
-            seen = {(t.head, t.relation, t.tail, t.evidence) for t in extracted}
-            counts["triplets_extracted"] += len(seen | {(t.head, t.relation, t.tail, t.evidence)
-                                                        for t in reflected.triplets})
-            counts["triplets_reflected"] += len(reflected.triplets)
-            counts["triplets_contradicted_by_xbrl"] += contradicted
-            counts["triplets_kept"] += len(grounded)
-            counts["triplets_fact_verified"] += sum(r["fact_id"] is not None for r in grounded)
-            for r in grounded:
-                row = triplet_row(p, r["t"], r["fact_id"], origin_llm, llm.backend(extractor))
-                result.triplets.append(row)
-                page_triplets.append((i, row))
-        if len(page_triplets) < cfg.min_triplets_per_page:
-            continue
-        used += 1
-        counts["pages_used"] += 1
-        askable_rows = [(i, r) for i, r in page_triplets
-                        if askable(TripletItem.model_validate({k: r[k] for k in TripletItem.model_fields}))]
-        k = min(len(askable_rows), rng.randint(cfg.sample_min, cfg.sample_max))
-        for i, row in rng.sample(askable_rows, k):
-            counts["qa_sampled"] += 1
-            _qa_for_triplet(doc, i, row, llm, roles, rng, result)
+            used += 1
+            counts["pages_used"] += 1
+            askable_rows = [(i, r) for i, r in page_triplets
+                            if askable(TripletItem.model_validate({k: r[k] for k in TripletItem.model_fields}))]
+            k = min(len(askable_rows), rng.randint(cfg.sample_min, cfg.sample_max))
+            questions += [(i, row, rng.randrange(2**31)) for i, row in rng.sample(askable_rows, k)]
+        counts["qa_sampled"] += len(questions)
+        for qa_result in map_items(lambda it: _qa_for_triplet(doc, *it, llm, roles), questions, llm,
+                                   (roles["generator"], roles["judge"])):
+            result.merge(qa_result)
     return result
 
 
-def _qa_for_triplet(doc: DocContext, i: int, row: dict, llm: LLMRouter, roles: dict[str, str], rng: random.Random,
-                    result: MethodResult) -> None:
+def _page_triplets(doc: DocContext, cells: list[int], reviewed: dict, counts: Counter, result: MethodResult,
+                   origin_llm: bool, extractor: str) -> list[tuple[int, dict]]:
+    """A page's reviewed triplets grounded in the XBRL facts (added to `result.triplets`), with the funnel counts."""
+    page_triplets: list[tuple[int, dict]] = []
+    for i in cells:
+        p = doc.passages[i]
+        if reviewed[i] is None:  # a call failed for good (recorded in llm_calls): the passage gives no triplets
+            counts["llm_failures"] += 1
+            continue
+        extracted, reflected = reviewed[i]
+        grounded, contradicted = ground_in_facts(reflected.triplets, doc.facts, bool(doc.scale_notes[i]))
+        # a reflection may also add or rewrite triplets: every candidate it saw counts as extracted
+        seen = {(t.head, t.relation, t.tail, t.evidence) for t in extracted}
+        counts["triplets_extracted"] += len(seen | {(t.head, t.relation, t.tail, t.evidence) for t in reflected.triplets})
+        counts["triplets_reflected"] += len(reflected.triplets)
+        counts["triplets_contradicted_by_xbrl"] += contradicted
+        counts["triplets_kept"] += len(grounded)
+        counts["triplets_fact_verified"] += sum(r["fact_id"] is not None for r in grounded)
+        for r in grounded:
+            row = triplet_row(p, r["t"], r["fact_id"], origin_llm, extractor)
+            result.triplets.append(row)
+            page_triplets.append((i, row))
+    return page_triplets
+
+
+def _extract_and_reflect(doc: DocContext, i: int, llm: LLMRouter, extractor: str):
+    """The passage's triplets as extracted and as the reflection kept them; None if a call failed."""
+    p = doc.passages[i]
+    out = llm.call(extractor, "extract_triplets", passage=p["text"], **doc.op_inputs(i), **SCHEMA_INPUTS)
+    if out is None:
+        return None
+    reflected = llm.call(extractor, "reflect_triplets", passage=p["text"],
+                         triplets=[t.model_dump() for t in out.triplets], lang=doc.lang, **SCHEMA_INPUTS)
+    return None if reflected is None else (out.triplets, reflected)
+
+
+def _qa_for_triplet(doc: DocContext, i: int, row: dict, rng_seed: int, llm: LLMRouter, roles: dict[str, str]) -> MethodResult:
+    """A question on one triplet, generated and judged: the seed (if kept) and its funnel counts."""
+    result = MethodResult(counts=Counter())
     counts = result.counts
     p = doc.passages[i]
     t = TripletItem.model_validate({k: row[k] for k in TripletItem.model_fields})
     ptext = period_text(t, doc)
     qa = llm.call(roles["generator"], "generate_triplet_qa", passage=p["text"], company=doc.company,
-                  period_text=ptext, triplet=t.model_dump(), lang=doc.lang, rng_seed=rng.randrange(2**31))
+                  period_text=ptext, triplet=t.model_dump(), lang=doc.lang, rng_seed=rng_seed)
     if qa is None:
         counts["llm_failures"] += 1
-        return
+        return result
     counts["qa_generated"] += 1
     located = locate_line(p["text"], doc.lang, qa.supporting_lines[0]) if qa.supporting_lines else None
     if located is None:
         counts["qa_dropped_clue_not_located"] += 1
-        return
+        return result
     counts["qa_clue_located"] += 1
     clue_start, clue = located
     verdict = llm.call(roles["judge"], "judge_seed_qa", passage=p["text"], question=qa.question, answer=qa.answer,
@@ -265,15 +289,16 @@ def _qa_for_triplet(doc: DocContext, i: int, row: dict, llm: LLMRouter, roles: d
                        scale_note=doc.scale_notes[i], lang=doc.lang)
     if verdict is None or verdict.decision != "Keep":  # no verdict: when in doubt, drop
         counts["qa_dropped_by_judge"] += 1
-        return
+        return result
     why = triplet_mismatch(qa.question, t, doc, row["fact_id"])
     if why:  # the question asks for another period or line item than the answer's, or XBRL facts say so
         counts[f"qa_dropped_{why}"] += 1
-        return
+        return result
     counts["qa_kept"] += 1
     result.seeds.append(seed_row(
         p, method=METHOD, question=qa.question, answer=qa.answer, clue=clue, clue_start=clue_start,
         qa_kind="table" if clue.startswith("|") else "span", origin_id=row["triplet_id"],
         generator=llm.backend(roles["generator"]), triplet_ids=[row["triplet_id"]], fact_id=row["fact_id"],
         answer_value=row["value"] if qa.answer == t.span else None, answer_unit=row["unit"], period=row["period"]))
+    return result
 

@@ -1,0 +1,66 @@
+"""Independent items of an LLM stage in flight together.
+
+The runtime's limiter (RPM, TPM and requests in flight per model) is the only brake on a build;
+this makes sure enough work waits at it. Each item (a dialogue, a document's seeds, an injection)
+runs its own calls one after another, as its logic needs, in a thread of its own, and all items
+run together. With every role offline the items run one after another in the calling thread:
+rules are CPU-bound, and threads would only add switching. Results come back in the items'
+order, and items share no RNG, so a stage's output never depends on which call finished first.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Callable, Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+MAX_THREADS = 256  # each waits on one call at a time; the limiter decides how many are sent
+
+
+def in_flight(router, roles: Iterable[str]) -> int:
+    """How many calls the remote roles' models may have in flight together (0: all offline)."""
+    runtime = router.runtime
+    if runtime.estimating:
+        return 0  # a dry run answers with the rules: nothing to wait for
+    seen: dict[tuple, int] = {}
+    for role in roles:
+        if router.is_offline(role):
+            continue
+        cfg = router.role_config(role)
+        lim = runtime.settings.limits.get(cfg["model"]) or runtime.settings.default_limits
+        seen[(cfg["provider"], cfg.get("base_url"), cfg["model"])] = lim.concurrency
+    return min(MAX_THREADS, sum(seen.values()))
+
+
+def map_items(fn: Callable[[T], R], items: Sequence[T], router, roles: Iterable[str],
+              progress: Callable[[int, int], None] | None = None,
+              longest_first: Callable[[T], float] | None = None) -> list[R]:
+    """[fn(item) for item in items], concurrently when a role of `roles` calls a remote model.
+    `longest_first`: an item's expected number of sequential calls; the longest start first, so
+    that few long ones are left running alone at the end (results keep the items' order)."""
+    workers = min(in_flight(router, roles), len(items))
+    if workers <= 1:
+        out = []
+        for n, item in enumerate(items, start=1):
+            out.append(fn(item))
+            if progress:
+                progress(n, len(items))
+        return out
+    results: list = [None] * len(items)
+    # Each thread runs in a copy of this context: the stage's LLM runtime and Prefect run context
+    # are context variables (one copy per item: a context cannot be entered by two threads).
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="finhallu-item") as pool:
+        start = sorted(range(len(items)), key=lambda i: -longest_first(items[i])) if longest_first else range(len(items))
+        futures = {pool.submit(contextvars.copy_context().run, fn, items[i]): i for i in start}
+        try:
+            for n, fut in enumerate(as_completed(futures), start=1):
+                results[futures[fut]] = fut.result()
+                if progress:
+                    progress(n, len(items))
+        except BaseException:
+            for fut in futures:
+                fut.cancel()  # items not started yet; running ones stop at their next call (the runtime's stop)
+            raise
+    return results

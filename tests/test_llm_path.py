@@ -1,0 +1,153 @@
+"""The LLM path: items in flight together, a lazy answerability judge, bounded injection attempts
+and the dry run's estimate."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import polars as pl
+import pytest
+
+from finhallu.config import LLMConfig, ModelLimits, RetrieveConfig, load_config
+from finhallu.estimate import has_remote_roles, stage_estimate
+from finhallu.llm.parallel import map_items
+from finhallu.llm.router import LLMRouter
+from finhallu.llm.runtime import LLMRuntime
+from finhallu.schemas.rules import RULES
+from finhallu.tasks import injection, retrieval
+
+
+def _router(provider: str, concurrency: int = 4) -> LLMRouter:
+    rt = LLMRuntime(LLMConfig(limits={"m": ModelLimits(concurrency=concurrency)}))
+    return LLMRouter({"r": {"provider": provider, "model": "m", "base_url": "http://127.0.0.1:9/v1"}}, rt)
+
+
+def test_items_of_a_remote_role_are_in_flight_together_and_come_back_in_order():
+    router = _router("openai_compatible", concurrency=4)
+    lock, now, peak = threading.Lock(), [0], [0]
+    release = threading.Event()
+
+    def item(i: int) -> int:
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+            if now[0] == 4:
+                release.set()  # four items wait together: no item finishes before the fourth starts
+        release.wait(timeout=60)
+        with lock:
+            now[0] -= 1
+        return i * i
+
+    done = []
+    assert map_items(item, list(range(10)), router, ["r"], lambda n, total: done.append((n, total))) == [i * i for i in range(10)]
+    assert peak[0] == 4  # as many as the model may have in flight, never more
+    assert done[-1] == (10, 10)
+
+
+def test_offline_items_run_one_after_another_in_the_calling_thread():
+    router = _router("offline")
+    caller = threading.get_ident()
+    assert map_items(lambda i: (i, threading.get_ident() == caller), [1, 2, 3], router, ["r"]) == [(1, True), (2, True), (3, True)]
+
+
+def test_an_item_error_reaches_the_stage():
+    router = _router("openai_compatible")
+
+    def item(i: int) -> int:
+        if i == 3:
+            raise ValueError("bad item 3")
+        time.sleep(0.01)
+        return i
+
+    with pytest.raises(ValueError, match="bad item 3"):
+        map_items(item, list(range(8)), router, ["r"])
+
+
+class _Judge:
+    """call_many stand-in: candidates of passage ids in `answerable` are judged answerable."""
+
+    def __init__(self, answerable: set[str]):
+        self.answerable, self.asked = answerable, []
+
+    def backend(self, role):
+        return "test:judge"
+
+    def call_many(self, role, op, inputs):
+        self.asked.append([i["passage"] for i in inputs])
+        return [retrieval.AnswerabilityOut(answerable=i["passage"] in self.answerable, reason="t") for i in inputs]
+
+
+def _step2(seeds: dict[str, int]) -> list[tuple[dict, dict]]:
+    out = []
+    for sid, n in seeds.items():
+        for rank in range(1, n + 1):
+            row = {"seed_id": sid, "passage_id": f"{sid}-p{rank}", "candidate_rank": rank, "score": 1.0 / rank,
+                   "clue_absent": True, "answer_absent": True, "unanswerable": None, "is_hard_negative": False,
+                   "judge": "test:judge"}
+            out.append((row, {"passage": row["passage_id"]}))
+    return out
+
+
+def test_the_judge_asks_in_rank_order_only_until_a_seed_has_its_hard_negatives():
+    step2 = _step2({"a": 30, "b": 6})
+    judge = _Judge({"a-p2", "a-p5"})  # two of a's first candidates could answer
+    retrieval._judge(step2, judge, "test:judge", RetrieveConfig(top_k=4, candidate_pool=30, judge_round_margin=1))
+    rows = pl.DataFrame([r for r, _ in step2])
+    judged = {sid: sorted(g.filter(pl.col("unanswerable").is_not_null())["candidate_rank"].to_list())
+              for (sid,), g in rows.group_by("seed_id")}
+    # a: round 1 asks ranks 1-5 (K=4 plus a margin of 1), finds 3; round 2 asks 6-7 for the one missing.
+    assert judged == {"a": [1, 2, 3, 4, 5, 6, 7], "b": [1, 2, 3, 4, 5]}
+    assert [len(w) for w in judge.asked] == [10, 2]
+    assert rows.filter(pl.col("seed_id") == "a")["is_hard_negative"].sum() == 5
+    # The first K hard negatives are those a full judgement finds.
+    full = _step2({"a": 30, "b": 6})
+    retrieval._judge(full, _Judge({"a-p2", "a-p5"}), "test:judge", RetrieveConfig(top_k=4, judge_lazily=False))
+    first_k = lambda rs: [r["passage_id"] for r in rs if r["seed_id"] == "a" and r["is_hard_negative"]][:4]  # noqa: E731
+    assert first_k([r for r, _ in step2]) == first_k([r for r, _ in full])
+
+
+def test_the_gate_accepts_a_lazy_judgement_and_rejects_a_gap_in_it():
+    step2 = _step2({"a": 12})
+    retrieval._judge(step2, _Judge(set()), "test:judge", RetrieveConfig(top_k=4, judge_round_margin=0))
+    rows = pl.DataFrame([r for r, _ in step2])
+    (rule,) = [r for r in RULES["hard_negatives"] if r.name == "verdicts_consistent"]
+    assert rule.derive(rows, {})["ok"].all()
+    gap = rows.with_columns(unanswerable=pl.when(pl.col("candidate_rank") == 2).then(None).otherwise(pl.col("unanswerable")),
+                            is_hard_negative=pl.col("candidate_rank") != 2)
+    assert not rule.derive(gap, {})["ok"].all()  # rank 2 skipped while rank 3 was asked
+
+
+class _Missing:
+    """An injector whose every output is unusable (the turn comes back unchanged)."""
+
+    name, calls = "x", 0
+
+    def call(self, view, htype, sub, seed, did):
+        _Missing.calls += 1
+        return injection.Injected(sub, view.turn["response"], "", None, None, "faithful_answer", "t")
+
+
+def test_injection_attempts_per_dialogue_are_bounded_and_the_reason_is_kept():
+    class View:
+        turn = {"response": "same"}
+
+    feas = {("contradictory", "number_error"): [(View(), 1)] * 5, ("unverifiable", None): [(View(), 2)] * 5}
+    cfg = load_config("demo").inject.model_copy(update={"max_attempts": 3})
+    made, why = injection._inject_dialogue({"dialogue_id": "d"}, _Missing(), list(feas), feas, cfg)
+    assert made is None and _Missing.calls == 3 and why == "attempts exhausted: the output was unusable"
+
+
+def test_stage_floors_follow_the_limits_and_leave_batch_out():
+    settings = LLMConfig(limits={"m": ModelLimits(rpm=60, tpm=6000, concurrency=2)}, expected_latency_s=1.0)
+    rows = [{"model": "m", "operation": "o", "batch": False, "cache_hit": False, "input_tokens": 90, "output_tokens": 10, "cost_usd": 0.01}] * 30
+    rows += [{"model": "m", "operation": "o", "batch": True, "cache_hit": False, "input_tokens": 90, "output_tokens": 10, "cost_usd": 0.005}] * 10
+    est = stage_estimate("s", rows, settings)
+    assert est.calls == 40 and est.batch_calls == 10
+    assert est.rate_floor_s == pytest.approx(30.0)  # 30 calls at 60 RPM (3,000 tokens at 6,000 TPM: 30 s as well)
+    assert est.latency_floor_s == pytest.approx(15.0)  # 30 calls x 1 s / 2 in flight
+    assert est.cost_usd == pytest.approx(0.35)
+
+
+def test_only_a_build_with_remote_roles_is_estimated_first():
+    assert not has_remote_roles(load_config("demo")) and has_remote_roles(load_config("paper"))
