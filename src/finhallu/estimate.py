@@ -103,16 +103,19 @@ class BuildEstimate:
 
     def line(self) -> str:
         tokens = sum(s.input_tokens + s.output_tokens for s in self.stages)
+        batch = sum(s.batch_calls for s in self.stages)
         return (f"estimate (cold build): {self.calls:,} LLM calls, {tokens / 1e6:.2f} M tokens, ${self.cost_usd:,.2f}, "
-                f"at least {_duration(self.floor_s)} under the configured limits")
+                f"at least {_duration(self.floor_s)} under the configured limits"
+                + (f" plus the turnaround of batch jobs for {batch:,} calls (up to 24 h)" if batch else ""))
 
     def table(self) -> str:
         head = f"{'stage':<13} {'calls':>8} {'batch':>6} {'in tokens':>11} {'out tokens':>11} {'cost $':>9} {'floor':>9}"
         lines = [head, "-" * len(head)]
         for s in self.stages:
             if s.calls:
+                floor = "batch" if s.batch_calls == s.calls else _duration(s.floor_s)
                 lines.append(f"{s.stage:<13} {s.calls:>8,} {s.batch_calls:>6,} {s.input_tokens:>11,} {s.output_tokens:>11,} "
-                             f"{s.cost_usd:>9.2f} {_duration(s.floor_s):>9}")
+                             f"{s.cost_usd:>9.2f} {floor:>9}")
         return "\n".join(lines + ["", self.line()])
 
 
