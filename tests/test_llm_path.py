@@ -151,3 +151,22 @@ def test_stage_floors_follow_the_limits_and_leave_batch_out():
 
 def test_only_a_build_with_remote_roles_is_estimated_first():
     assert not has_remote_roles(load_config("demo")) and has_remote_roles(load_config("paper"))
+
+
+def test_build_dry_run_prints_the_estimate_and_touches_no_home(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from finhallu.cli import main
+
+    profile = tmp_path / "judge.yaml"  # one remote role: the dry run stops after its stage (retrieve)
+    profile.write_text(yaml.safe_dump({"extends": "demo", "roles": {"answerability_judge": {
+        "provider": "openai", "model": "gpt-4o", "batch": True}}}), encoding="utf-8")
+    home = tmp_path / "home"
+    assert main(["build", "--dry-run", "--json", "--profile", str(profile), "--home", str(home)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    (stage,) = out["stages"]
+    assert stage["stage"] == "retrieve" and stage["calls"] == stage["batch_calls"] == out["calls"] > 100
+    assert stage["operations"] == {"judge_answerability": out["calls"]} and out["cost_usd"] > 0
+    assert not home.exists()

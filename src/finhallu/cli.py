@@ -663,7 +663,8 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--json", action="store_true", help="print the records as JSON")
     st.set_defaults(fn=cmd_status)
     args = parser.parse_args(argv)
-    prepare_prefect_env(_home(args), args.verbose)
+    if not getattr(args, "dry_run", False):  # a dry run runs no flow and leaves the home alone
+        prepare_prefect_env(_home(args), args.verbose)
     return args.fn(args)
 
 

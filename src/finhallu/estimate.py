@@ -146,7 +146,11 @@ def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = No
 
     frames, stages = {}, []
     prompts: dict[str, str] = {}  # every prompt estimated so far and its answer: the build's call cache
-    last_llm = max(i for i, s in enumerate(STAGES) if s.operations)
+    from finhallu.llm.providers import get_provider
+
+    remote = {r for r, c in cfg.roles.items() if not getattr(get_provider(c.provider), "offline", False)}
+    # Past the last stage that calls a remote role there is nothing to count.
+    last_llm = max((i for i, s in enumerate(STAGES) if s.operations and remote & set(s.roles)), default=-1)
     with tempfile.TemporaryDirectory(prefix="finhallu-dry-run-") as scratch:
         for stage in STAGES[: last_llm + 1]:
             if progress:
