@@ -105,7 +105,7 @@ def main() -> int:
         print("llm phase: first request sent to last answer back; stage: the whole stage task (with its offline work)")
         print(f"{'stage':<13} {'calls':>6} {'floor s':>8} {'llm s':>7} {'of floor':>8} {'stage s':>8} {'of floor':>8}")
         est_calls = {s["stage"]: s["calls"] for s in estimate["stages"]}
-        floor_total, rows = 0.0, []
+        floor_total = 0.0
         for stage in [s.name for s in STAGES]:
             mine = [c for c in calls if c[0] == stage]
             if not mine:
@@ -119,7 +119,6 @@ def main() -> int:
             st = seconds.get(stage, float("nan"))
             print(f"{stage:<13} {len(mine):>6} {floor:>8.1f} {llm_s:>7.1f} {floor / llm_s if llm_s else 0:>8.0%} "
                   f"{st:>8.1f} {floor / st:>8.0%}   (dry run: {est_calls.get(stage, 0)} calls)")
-            rows.append((stage, len(mine)))
         total_calls = len(calls)
         tokens = sum(c[3] + c[4] for c in calls)
         print(f"build wall {wall:.0f} s for {total_calls} calls (stages without LLM calls included); "

@@ -127,12 +127,16 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def has_remote_roles(cfg: BuildConfig) -> bool:
+def _remote_roles(cfg: BuildConfig) -> set[str]:
     from finhallu.llm.providers import get_provider
+
+    return {r for r, c in cfg.roles.items() if not getattr(get_provider(c.provider), "offline", False)}
+
+
+def has_remote_roles(cfg: BuildConfig) -> bool:
     from finhallu.tasks.pipeline import STAGES
 
-    called = {r for s in STAGES if s.operations for r in s.roles}
-    return any(not getattr(get_provider(cfg.roles[r].provider), "offline", False) for r in called if r in cfg.roles)
+    return bool(_remote_roles(cfg) & {r for s in STAGES if s.operations for r in s.roles})
 
 
 def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = None) -> BuildEstimate:
@@ -146,9 +150,7 @@ def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = No
 
     frames, stages = {}, []
     prompts: dict[str, str] = {}  # every prompt estimated so far and its answer: the build's call cache
-    from finhallu.llm.providers import get_provider
-
-    remote = {r for r, c in cfg.roles.items() if not getattr(get_provider(c.provider), "offline", False)}
+    remote = _remote_roles(cfg)
     # Past the last stage that calls a remote role there is nothing to count.
     last_llm = max((i for i, s in enumerate(STAGES) if s.operations and remote & set(s.roles)), default=-1)
     with tempfile.TemporaryDirectory(prefix="finhallu-dry-run-") as scratch:
