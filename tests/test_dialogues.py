@@ -8,6 +8,7 @@ that serve as hard negatives.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import polars as pl
 import random
@@ -178,6 +179,24 @@ def test_answers_drop_connectives_and_keep_yes_no_polarity():
     assert re.match(r"^(네|예), 외화예금도", out.response)
     no = answer_turn("한도가 5천만 원인가요?", PA, PA.split(". ")[0] + ".", "아니오", "yesno", "ko", 2, 0.0)
     assert no.response.startswith(("아니요, ", "아닙니다. "))
+
+
+def test_a_supporting_sentence_passes_on_the_passages_own_advice_half_of_the_time():
+    # An assistant passes on the advice its passage gives, so a faithful answer speaks in the
+    # evaluative register too (an opinion is then told by its lack of support, not by its words).
+    passage = ("전세자금대출 금리는 취급 금융기관이 정합니다. 대출 기간은 최장 10년입니다. "
+               "여러 은행의 금리와 우대조건을 비교한 뒤 신청하는 것이 좋습니다.")
+    clue = "전세자금대출 금리는 취급 금융기관이 정합니다."
+    extras = Counter()
+    for seed in range(40):
+        out = answer_turn("금리는 누가 정하나요?", passage, clue, "취급 금융기관", "span", "ko", seed,
+                          support_probability=1.0, paraphrase_rate=0.0)
+        extras["advice" if "비교한 뒤" in out.response else "next" if "최장 10년" in out.response else "none"] += 1
+    assert extras["none"] == 0 and 10 <= extras["advice"] <= 30 and extras["next"] >= 10
+    no_advice = "전세자금대출 금리는 취급 금융기관이 정합니다. 대출 기간은 최장 10년입니다."
+    out = answer_turn("금리는 누가 정하나요?", no_advice, clue, "취급 금융기관", "span", "ko", 1, support_probability=1.0,
+                      paraphrase_rate=0.0)
+    assert "최장 10년" in out.response
 
 
 def test_refusals_are_recognised_but_answers_mentioning_missing_information_are_not():

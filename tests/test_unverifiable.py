@@ -96,3 +96,29 @@ def test_opinions_vary_and_pass_the_label_rule_in_both_languages():
                 assert accepted(v, out.response, "subjective_opinion")
                 skeletons[re.sub(r"\d[\d,.]*", "N", sent)] += 1
     assert max(skeletons.values()) / sum(skeletons.values()) <= 0.10
+
+
+def test_every_opinion_predicate_reads_as_an_opinion_to_both_label_checks():
+    # The generator and the two checkers share no code: every predicate the composer can pick (the
+    # advice-register ones included) must carry a word both of them read as a judgement.
+    from finhallu.tasks.inject import opinion
+    from finhallu.tasks.inject.verify import _OPINION_MARKERS
+    from finhallu.tasks.labelcheck.rules import _OPINION
+    for pred in opinion._KO_GENERIC + opinion._KO_CHOICE + opinion._EN_PRED:
+        assert _OPINION_MARKERS.search(pred) and _OPINION.search(pred), pred
+
+
+def test_fabricated_figures_move_together_so_the_sentence_keeps_its_own_relations():
+    from finhallu.tasks.inject.fabricate import perturb_figures
+    listed = "초기증액형은 가입 초기 1년, 4년, 8년, 11년 중 선택한 기간에는 초기 월지급금의 70% 수준으로 줄어든 금액을 받습니다."
+    ranged = "펀드는 1등급부터 6등급까지 6단계의 투자위험등급으로 분류됩니다."
+    barrier = "녹인 배리어가 최초기준가격의 50%인 상품에서 기초자산 가격이 한 번이라도 50% 미만으로 떨어지면 손실이 납니다."
+    for seed in range(30):
+        years = [int(x) for x in re.findall(r"(\d+)년", perturb_figures(listed, set(), random.Random(seed)))]
+        assert years != [1, 4, 8, 11] and years == sorted(set(years)) and len(years) == 4  # ordered, distinct
+        share = int(re.search(r"(\d+)% 수준", perturb_figures(listed, set(), random.Random(seed))).group(1))
+        assert share < 100  # a share stays a share
+        lo, hi = map(int, re.findall(r"(\d+)등급", perturb_figures(ranged, set(), random.Random(seed))))
+        assert 1 <= lo < hi
+        a, b = re.findall(r"(\d+)%", perturb_figures(barrier, set(), random.Random(seed)))
+        assert a == b != "50"  # equal figures stay equal

@@ -150,16 +150,30 @@ def _clue_core(passage: str, clue: str, answer: str, lang: str) -> str:
     return core
 
 
-def _next_sentence(passage: str, clue: str) -> str | None:
+# Advice the passage itself gives (what to compare, check, beware of): an assistant passes it on, so a
+# faithful answer speaks in the evaluative register too, and that register alone does not mark an opinion.
+_GUIDANCE = re.compile(r"(것이 좋습니다|것이 바람직|바람직하지 않|권장됩니다|유의해야|주의가 필요|주의해야|유리하며|유리합니다|"
+                       r"확인해야 합니다|보시기 바랍니다|\bshould\b|\badvisable\b|\brecommend)")
+
+
+def _usable_support(sent: str, clue: str) -> bool:
+    return ("|" not in sent and len(sent) > 15 and sent not in clue
+            and not sent.rstrip().endswith(("다음과 같습니다.", ":", "as follows:")))
+
+
+def _supporting_sentence(passage: str, clue: str, rng: random.Random) -> str | None:
+    """The sentence an answer adds after the clue: the clue's next sentence or, half of the time where
+    the passage gives advice (the first after the clue, else before it), that advice."""
     sents = split_sentences(passage)
-    for i, s in enumerate(sents):
-        if clue in s or s in clue:
-            for nxt in sents[i + 1:]:
-                if ("|" not in nxt and len(nxt) > 15 and nxt not in clue
-                        and not nxt.rstrip().endswith(("다음과 같습니다.", ":", "as follows:"))):
-                    return nxt
-            return None
-    return None
+    at = next((i for i, s in enumerate(sents) if clue in s or s in clue), None)
+    if at is None:
+        return None
+    after, before = sents[at + 1:], sents[:at]
+    advice = next((c for c in after + before[::-1] if _GUIDANCE.search(c) and _usable_support(c, clue)), None)
+    following = next((s for s in after if _usable_support(s, clue)), None)
+    if advice and (following is None or rng.random() < 0.5):
+        return advice
+    return following
 
 
 _QUESTION_WORD = re.compile(r"며칠|몇|얼마|어디|언제|무엇|무슨|어떤|어느|누구")
@@ -204,7 +218,7 @@ def answer_turn(question: str, passage: str, clue: str, answer: str, qa_kind: st
             if lead and not core.startswith(lead):
                 response = lead + " " + core
     if rng.random() < support_probability:
-        extra = _next_sentence(passage, clue)
+        extra = _supporting_sentence(passage, clue, random.Random(rng_seed * 7919 + 3))
         if extra:
             response = response + " " + clean_sentence(extra)
     return AnswerOut(response=paraphrase(response.strip(), lang, written, paraphrase_rate, keep=[answer]), evidence=core)

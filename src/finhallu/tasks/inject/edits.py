@@ -21,34 +21,62 @@ def _format_like(template: str, value: Decimal) -> str:
     return s
 
 
-def perturb_token(token: str, unit: str, rng: random.Random) -> str:
-    """A plausible wrong value for one numeric token, formatted like the original."""
+def _decimals(token: str) -> int:
+    return len(token.split(".")[1]) if "." in token else 0
+
+
+def draw_move(tokens: list[str], unit: str, rng: random.Random) -> tuple[str, Decimal]:
+    """One change for figures of one unit: a year or small count moves by an offset that keeps all of
+    them positive, any other figure by a factor. Applied alike to every figure of a sentence with that
+    unit (tasks/inject/fabricate.perturb_figures), it keeps their order and equalities."""
+    values = [Decimal(t.replace(",", "")) for t in tokens]
+    whole = all(_decimals(t) == 0 for t in tokens)
+    if unit in ("년",) or (whole and all(1990 <= v <= 2100 for v in values)):
+        return "offset", Decimal(rng.choice([d for d in (-3, -2, -1, 1, 2) if min(values) + d > 0] or [1, 2]))
+    if whole and all(v <= 12 for v in values):
+        return "offset", Decimal(rng.choice([d for d in (-2, -1, 1, 2, 3) if min(values) + d >= 1]))
+    # a share stays a share (70% of the monthly payment never becomes 105%)
+    factors = [f for f in _FACTORS if unit != "%" or max(values) > 100 or max(values) * f < 100]
+    return "factor", rng.choice(factors or _FACTORS[:4])
+
+
+def apply_move(token: str, move: tuple[str, Decimal], rng: random.Random) -> str:
+    """The token changed by `move`, formatted like the original (its decimals, its thousands commas,
+    the round-number grain of a whole figure >= 10)."""
+    kind, amount = move
     v = Decimal(token.replace(",", ""))
-    decimals = len(token.split(".")[1]) if "." in token else 0
+    decimals = _decimals(token)
     step = Decimal(1).scaleb(-decimals) if decimals else Decimal(1)
-    if unit in ("년",) or (decimals == 0 and 1990 <= v <= 2100):
-        new = v + rng.choice([-3, -2, -1, 1, 2])
-    elif decimals == 0 and v <= 12:
-        new = v + rng.choice([d for d in (-2, -1, 1, 2, 3) if v + d >= 1])
-    else:
-        new = v * rng.choice(_FACTORS)
-        if decimals == 0 and v >= 10:  # keep the original's round-number grain
-            step = Decimal(10) ** (len(str(int(v))) - len(str(int(v)).rstrip("0")))
-            new = (new / step).to_integral_value() * step
+    new = v + amount if kind == "offset" else v * amount
+    if kind == "factor" and decimals == 0 and v >= 10:  # keep the original's round-number grain
+        step = Decimal(10) ** (len(str(int(v))) - len(str(int(v)).rstrip("0")))
+        new = (new / step).to_integral_value() * step
     if new == v or new <= 0:
         # rounding to the grain undid the change: step by whole grains (1,000 -> 3,000, not 1,003)
         new = v + step * rng.choice([2, 3, 5])
     return _format_like(token, new)
 
 
-def change_number(text: str, span: NumberSpan, forbidden: set[str], rng: random.Random, tries: int = 8) -> str | None:
+def perturb_token(token: str, unit: str, rng: random.Random, move: tuple[str, Decimal] | None = None) -> str:
+    """A plausible wrong value for one numeric token, formatted like the original (`move`: a change
+    drawn for several figures at once, see draw_move)."""
+    return apply_move(token, move or draw_move([token], unit, rng), rng)
+
+
+def number_token(text: str, span: NumberSpan) -> str | None:
+    m = _NUM_TOKEN.search(text[span.start:span.number_end])
+    return m.group(0) if m else None
+
+
+def change_number(text: str, span: NumberSpan, forbidden: set[str], rng: random.Random, tries: int = 8,
+                  move: tuple[str, Decimal] | None = None) -> str | None:
     """Replace the first numeric token of span with a value whose key is not in `forbidden`."""
     raw = text[span.start:span.number_end]
     m = _NUM_TOKEN.search(raw)
     if not m:
         return None
     for _ in range(tries):
-        new_tok = perturb_token(m.group(0), span.unit, rng)
+        new_tok = perturb_token(m.group(0), span.unit, rng, move)
         new_raw = raw[: m.start()] + new_tok + raw[m.end():]
         candidate = text[: span.start] + new_raw + text[span.number_end:]
         new_keys = number_keys(candidate[span.start:span.start + len(new_raw) + (span.end - span.number_end)])

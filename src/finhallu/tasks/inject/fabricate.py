@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from finhallu.tasks.inject.edits import change_number, impossible_date, malformed_numeral
+from finhallu.tasks.inject.edits import change_number, draw_move, impossible_date, malformed_numeral, number_token
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.numbers import find_numbers, number_keys
 from finhallu.text.phrases import topic_of
@@ -224,16 +224,29 @@ def _ko_orgs(sentence: str) -> tuple[str, ...]:
     return tuple(m[0] for m in mentions(sentence, "ko") if entity_type(m[0], "ko") == ORG)
 
 
-def perturb_figures(sentence: str, forbidden: set[str], rng: random.Random) -> str | None:
-    """Every measuring figure of the sentence changed to a value whose key is not forbidden (last
-    first, so earlier offsets hold); None when one cannot be changed."""
-    out = sentence
-    for span in reversed(_variable_spans(sentence)):
-        changed = change_number(out, span, forbidden, rng)
-        if changed is None:
+def perturb_figures(sentence: str, forbidden: set[str], rng: random.Random, tries: int = 8) -> str | None:
+    """Every measuring figure of the sentence changed to a value whose key is not forbidden, by one
+    move per unit (the same offset or factor for all its figures: edits.draw_move), so that the
+    sentence's own relations hold (a list stays ordered, equal figures equal, a range lo < hi:
+    "1년, 4년, 8년" never becomes "1년, 4년, 4년"); last figure first, so earlier offsets hold. None
+    when no move changes every figure."""
+    spans = _variable_spans(sentence)
+    by_unit: dict[str, list[str]] = {}
+    for span in spans:
+        token = number_token(sentence, span)
+        if token is None:
             return None
-        out = changed
-    return out if out != sentence else None
+        by_unit.setdefault(span.unit, []).append(token)
+    for _ in range(tries if spans else 0):
+        moves = {unit: draw_move(tokens, unit, rng) for unit, tokens in by_unit.items()}
+        out: str | None = sentence
+        for span in reversed(spans):
+            out = change_number(out, span, forbidden, rng, tries=1, move=moves[span.unit])
+            if out is None:
+                break
+        if out is not None and out != sentence:
+            return out
+    return None
 
 
 def unsupported(sentence: str, view) -> bool:

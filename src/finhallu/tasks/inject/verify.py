@@ -94,7 +94,8 @@ def _char_swap(orig: str, new: str) -> tuple[str, str] | None:
 
 # Evaluative or subjective language: a judgement, recommendation or reassurance, not a fact.
 _OPINION_MARKERS = re.compile(
-    r"(가장|추천|권할|유리|걱정|안심|안전하|합리적|바람직|괜찮|좋은 선택|훌륭|생각합니다|판단됩니다|볼 수 있습니다|보셔도|"
+    r"(가장|추천|권할|권해|유리|걱정|안심|안전하|합리적|바람직|괜찮|좋은 선택|훌륭|생각합니다|판단됩니다|볼 수 있습니다|보셔도|"
+    r"(것이|셔도) 좋습니다|보시기 바랍니다|"
     r"개인적으로|솔직히|현실적으로|in my view|i think|i believe|frankly|honestly|clearly|excellent|sensible|safest|"
     r"should welcome|little reason|recommend)", re.IGNORECASE)
 

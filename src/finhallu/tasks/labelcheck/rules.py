@@ -317,6 +317,7 @@ def _fabricated(c: Case) -> list[str]:
 
 _OPINION = re.compile(
     r"(추천|권해|권할|유리|불리|걱정|안심|안전|합리적|바람직|괜찮|좋은 선택|훌륭|현명|생각합니다|판단됩니다|보입니다|"
+    r"좋습니다|바랍니다|"
     r"개인적으로|솔직히|제 생각|저라면|in my (view|opinion)|i (think|believe|would)|frankly|honestly|wise|sensible|"
     r"safest|recommend|attractive|excellent|reassur|little reason|good (choice|idea|sign))", re.IGNORECASE)
 
