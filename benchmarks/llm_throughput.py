@@ -20,7 +20,7 @@ from finhallu.llm.cache import CallCache
 from finhallu.llm.router import LLMRouter
 from finhallu.llm.runtime import LLMRuntime
 from finhallu.llm.stub_server import StubLLM
-from finhallu.tasks.retrieval import JUDGE  # noqa: F401  (registers judge_answerability)
+from finhallu.tasks.answerability import JUDGE  # noqa: F401  (registers judge_answerability)
 
 
 def main() -> None:

@@ -867,3 +867,37 @@ def test_feasible_prefers_turns_with_history_and_breaks_ties_at_random():
     assert again == _feasible(views, [("false_refusal", None)], inj, "dlg-7")[("false_refusal", None)][0][0].turn["turn_index"]
     # a one-turn dialogue still gets its turn
     assert _feasible(views[:1], [("false_refusal", None)], inj, "dlg-x")[("false_refusal", None)][0][0].turn["turn_index"] == 1
+
+
+def test_false_acceptance_negatives_are_judged_on_demand_once_in_rank_order():
+    # retrieve.judge_answerable_seeds: on_demand leaves an answerable seed's candidates to inject,
+    # which judges them (rank order, lazily) the first time a False Acceptance attempt needs them.
+    import threading
+
+    import polars as pl
+
+    from finhallu.config import RetrieveConfig
+    from finhallu.llm.router import LLMRouter
+    from finhallu.tasks.answerability import DEFERRED
+    from finhallu.tasks.injection import _FalseAcceptanceNegatives
+
+    clue = "예금자보호 한도는 1인당 1억 원으로 상향되었습니다."
+    seed = {"seed_id": "s1", "question": "예금자보호 한도는 얼마인가요?", "clue_text": clue, "answer": "1억 원", "lang": "ko"}
+    texts = {f"c{i}": f"신용카드 연회비 안내 {i}: 해지하면 남은 기간만큼 돌려받습니다." for i in range(8)}
+    texts["c1"] = "예금자보호 한도는 1인당 상향되었습니다 (금액은 공지 참조)."  # covers the clue's words: answerable
+    rows = [{"seed_id": "s1", "passage_id": f"c{i}", "candidate_rank": i + 1, "unanswerable": None,
+             "is_hard_negative": False, "judge": DEFERRED} for i in range(8)]
+    rows.append({"seed_id": "s2", "passage_id": "c7", "candidate_rank": 1, "unanswerable": True,
+                 "is_hard_negative": True, "judge": "offline:rules"})
+    negs = _FalseAcceptanceNegatives(pl.DataFrame(rows), {"s1": seed}, texts, LLMRouter({}),
+                                     RetrieveConfig(judge_round_margin=1), k=3)
+    assert negs.planned("s1") == ["c0", "c1", "c2"]  # planning sees the first K step-1 candidates
+    assert negs.planned("s2") == ["c7"]  # judged in retrieve: as published
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(negs.confirmed("s1"))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [["c0", "c2", "c3"]] * 4  # c1 rejected by the judge; the next in rank order takes its place
+    assert negs.planned("s1") == ["c0", "c2", "c3"] and "s1" not in negs.pending

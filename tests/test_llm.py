@@ -18,7 +18,7 @@ from finhallu.llm.limits import ModelLimiter
 from finhallu.llm.router import LLMRouter
 from finhallu.llm.runtime import LLMRuntime
 from finhallu.llm.stub_server import StubLLM
-from finhallu.tasks.retrieval import AnswerabilityOut  # registers the judge_answerability operation
+from finhallu.tasks.answerability import AnswerabilityOut  # registers the judge_answerability operation
 from finhallu.warehouse import Catalog
 
 KEY = "sk-test-secret-0123456789"

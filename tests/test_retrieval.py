@@ -32,10 +32,11 @@ def _seed(sid="s1", answerable=True, passage="pA", doc="dA"):
             "answerable": answerable, "method": "aihub_given", "origin_id": sid}
 
 
-def _run(seeds, top_k=3):
+def _run(seeds, top_k=3, judge_answerable_seeds="in_retrieve"):
     passages = _passages()
     emb = embedding.run({"passages": passages}, StageContext(stage="embed", config=EmbedConfig(), seed=1))["embeddings"]
-    ctx = StageContext(stage="retrieve", config=RetrieveConfig(top_k=top_k, candidate_pool=10), seed=1)
+    cfg = RetrieveConfig(top_k=top_k, candidate_pool=10, judge_answerable_seeds=judge_answerable_seeds)
+    ctx = StageContext(stage="retrieve", config=cfg, seed=1)
     out = retrieval.run({"passages": passages, "embeddings": emb, "qa_seeds": pl.DataFrame(seeds)}, ctx)
     return passages, out
 
@@ -53,6 +54,21 @@ def test_passage_with_the_clue_is_never_a_hard_negative():
     conformed = {n: CONTRACTS[n].conform(df) for n, df in out.items()}
     for rule in RULES["hard_negatives"]:
         assert rule.derive(conformed["hard_negatives"], {"passages": passages, "qa_seeds": pl.DataFrame([_seed()])})["ok"].all()
+
+
+def test_on_demand_leaves_answerable_seeds_candidates_to_inject_and_judges_unanswerable_ones():
+    seeds = [_seed(), _seed("s2", answerable=False)]
+    passages, out = _run(seeds, judge_answerable_seeds="on_demand")
+    hn = out["hard_negatives"]
+    mine = hn.filter(pl.col("seed_id") == "s1")
+    step1 = mine.filter(pl.col("clue_absent") & pl.col("answer_absent"))
+    assert step1.height >= 2 and step1["unanswerable"].is_null().all() and not mine["is_hard_negative"].any()
+    assert set(step1["judge"]) == {retrieval.DEFERRED}
+    theirs = hn.filter(pl.col("seed_id") == "s2")
+    assert theirs["is_hard_negative"].any() and theirs["unanswerable"].is_not_null().any()  # refusal contexts: judged here
+    conformed = CONTRACTS["hard_negatives"].conform(hn)
+    for rule in RULES["hard_negatives"]:
+        assert rule.derive(conformed, {"passages": passages, "qa_seeds": pl.DataFrame(seeds)})["ok"].all()
 
 
 def test_unanswerable_seed_keeps_its_own_passage_as_a_candidate():
@@ -73,7 +89,7 @@ def test_retrieval_never_crosses_splits():
 
 
 def test_step1_finds_the_answer_at_any_scale_a_table_states_it():
-    from finhallu.tasks.retrieval import step1_verdicts
+    from finhallu.tasks.answerability import step1_verdicts
 
     seed = {"clue_text": "자본총계는 4조 1,500억 원입니다.", "answer": "4조 1,500억 원", "qa_kind": "span"}
     noted = "(단위 : 백만원)\n| 구 분 | 제12기 |\n| 자본총계 | 4,150,000 |"

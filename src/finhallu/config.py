@@ -161,6 +161,11 @@ class RetrieveConfig(_Section):
     # more, so few seeds need another round. False: every candidate that passed step 1 is judged.
     judge_lazily: bool = True
     judge_round_margin: int = Field(2, ge=0)
+    # An answerable seed's hard negatives serve only False Acceptance (its context swapped for them),
+    # which takes about one turn in ten: `on_demand` leaves them to the inject stage, which judges the
+    # candidates of the turns it picks (same rank order, same laziness); `in_retrieve` judges every
+    # seed's here. Unanswerable seeds are always judged here (the dialogues' refusal contexts).
+    judge_answerable_seeds: Literal["on_demand", "in_retrieve"] = "on_demand"
     # FAISS index (finhallu.tasks.index). `auto`: exact IndexFlatIP below `ann_threshold`
     # passages, `ann_kind` at or above it; `flat`/`ivf`/`hnsw` force a kind at any size.
     index_kind: Literal["auto", "flat", "ivf", "hnsw"] = "auto"

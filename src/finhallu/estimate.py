@@ -159,7 +159,8 @@ def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = No
                 progress(stage.name)
             ctx = StageContext(stage=stage.name, config=getattr(cfg, stage.config_key), seed=cfg.seed,
                                roles={r: c.model_dump() for r, c in cfg.roles.items() if r in stage.roles},
-                               cache_dir=Path(scratch) / "cache")
+                               cache_dir=Path(scratch) / "cache",
+                               sections={name: getattr(cfg, name) for name in stage.reads})
             runtime = LLMRuntime(cfg.llm, None, stage.name, estimating=True)
             runtime.estimated_prompts, runtime.estimated_answers = prompts, answers
             with use_runtime(runtime):

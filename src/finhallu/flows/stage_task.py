@@ -36,6 +36,7 @@ def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildC
         "contracts": module_closure_hash("finhallu.schemas.contracts"),  # conform() casts outputs
         "prompts": prompt_versions(stage.operations),
         "config": cfg.section(stage.config_key),
+        "reads": {name: cfg.section(name) for name in stage.reads},
         "seed": cfg.seed,
         "roles": {r: role_key_material(r, cfg.roles[r].model_dump()) for r in stage.roles if r in cfg.roles},
         "inputs": {name: ref.content_hash for name, ref in sorted(inputs.items())},
@@ -90,6 +91,7 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         progress=lambda done, total: reporter().stage_progress(stage.name, done, total),
         cache_dir=Path(home) / "cache",
         warn=stage_warning,
+        sections={name: getattr(cfg, name) for name in stage.reads},
     )
     runtime = LLMRuntime.for_home(Path(home), cfg.llm, stage.name)
     stopped = True  # until the stage returns: a rejected key or a spent failure budget stops it

@@ -43,6 +43,8 @@ class StageContext:
     # Content-addressed caches and artifacts under the home folder (embeddings by model and text
     # hash, FAISS indexes). Reading them never changes a stage's output, only its cost.
     cache_dir: Path | None = None
+    # Other config sections the stage declares it reads (Stage.reads), by name; they enter its cache key.
+    sections: dict[str, Any] = field(default_factory=dict)
 
     def rng(self, *salt: object) -> random.Random:
         """A seeded RNG per stage and salt, so results never depend on iteration order elsewhere."""
@@ -61,6 +63,7 @@ class Stage:
     operations: tuple[str, ...] = ()  # LLM operations (their prompt versions enter the cache key)
     description: str = ""
     resources: tuple[str, ...] = ()  # package files the stage reads (templates): their bytes enter the cache key
+    reads: tuple[str, ...] = ()  # other config sections the stage reads (StageContext.sections; in the cache key)
 
     @property
     def code_version(self) -> str:

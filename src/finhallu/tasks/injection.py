@@ -22,19 +22,23 @@ are injected concurrently when the injectors are remote models (llm.parallel).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
+import threading
 from collections import Counter
 
 import polars as pl
 
-from finhallu.config import InjectConfig
+from finhallu.config import InjectConfig, RetrieveConfig
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, SPLITS
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.inject import Injected, TurnView, entities, fabricate, load_injectors
+from finhallu.tasks.inject.false_acceptance import MIN_HARD_NEGATIVES
 from finhallu.tasks.inject.ops import InjectOut
+from finhallu.tasks.answerability import DEFERRED, JUDGE, judge_kwargs, judge_lazily
 from finhallu.tasks.inject.verify import edit_distance
 
 
@@ -51,11 +55,46 @@ def _views(dialogue: dict, turns: list[dict], data: dict, variant: str) -> list[
             other_context=[{"passage_id": p, "text": passages[p]["text"], "doc_id": passages[p]["doc_id"]}
                            for p in ids if p != t["gold_passage_id"]],
             sibling_seeds=[s for s in data["by_doc"].get(dialogue["doc_id"], []) if s["seed_id"] != seed["seed_id"]],
-            hard_negatives=negs.get(t["seed_id"], []), seed=seed, doc_id=dialogue["doc_id"], variant=variant,
+            hard_negatives=negs.planned(t["seed_id"]), seed=seed, doc_id=dialogue["doc_id"], variant=variant,
             entities=data["entities"].get((dialogue["split"], dialogue["lang"])),
             claims=data["claims"].get((dialogue["split"], dialogue["source"], dialogue["lang"])),
         ))
     return views
+
+
+class _FalseAcceptanceNegatives:
+    """P_n for False Acceptance: a seed's first K hard negatives. Seeds judged in retrieve have them;
+    an answerable seed's candidates (`retrieve.judge_answerable_seeds: on_demand`) are judged here,
+    the first time an attempt needs them, in rank order and lazily as retrieve would. Until then
+    the turn plans with its first K step-1 candidates."""
+
+    def __init__(self, hard_negatives: pl.DataFrame, seeds: dict, texts: dict, llm: LLMRouter, rcfg, k: int):
+        self.k, self.llm, self.rcfg = k, llm, rcfg
+        self.judged: dict[str, list[str]] = {}
+        self.pending: dict[str, list[tuple[dict, dict]]] = {}
+        for r in hard_negatives.sort("seed_id", "candidate_rank").iter_rows(named=True):
+            sid = r["seed_id"]
+            if r.get("judge") == DEFERRED:
+                self.pending.setdefault(sid, []).append((dict(r), judge_kwargs(seeds[sid], texts[r["passage_id"]], rcfg)))
+            elif r["is_hard_negative"] and len(self.judged.setdefault(sid, [])) < k:
+                self.judged[sid].append(r["passage_id"])
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def planned(self, seed_id: str) -> list[str]:
+        if seed_id in self.pending:
+            return [row["passage_id"] for row, _ in self.pending[seed_id][: self.k]]
+        return self.judged.get(seed_id, [])
+
+    def confirmed(self, seed_id: str) -> list[str]:
+        with self._guard:
+            lock = self._locks.setdefault(seed_id, threading.Lock())
+        with lock:  # dialogues run concurrently; a seed is judged once
+            rows = self.pending.pop(seed_id, None)
+            if rows is not None:
+                judge_lazily(rows, self.llm, self.llm.backend(JUDGE), self.k, True, self.rcfg.judge_round_margin)
+                self.judged[seed_id] = [row["passage_id"] for row, _ in rows if row["is_hard_negative"]][: self.k]
+        return self.judged.get(seed_id, [])
 
 
 def _seed(*parts: object) -> int:
@@ -65,8 +104,10 @@ def _seed(*parts: object) -> int:
 class _Injector:
     """One injection source: its name (the `injector` column), LLM role and rule variant."""
 
-    def __init__(self, name: str, role: str, variant: str, llm: LLMRouter, cfg: InjectConfig, registry: dict):
+    def __init__(self, name: str, role: str, variant: str, llm: LLMRouter, cfg: InjectConfig, registry: dict,
+                 negatives: _FalseAcceptanceNegatives | None = None):
         self.name, self.role, self.variant, self.llm, self.cfg, self.registry = name, role, variant, llm, cfg, registry
+        self.negatives = negatives
 
     def entity_plan(self, did: str) -> tuple[str, str]:
         rng = random.Random(_seed(did, self.name, "entity"))
@@ -86,6 +127,12 @@ class _Injector:
             strategy, selection = self.entity_plan(did)
             instruct = lambda **kw: self.llm.call(self.role, "perturb_entity", **kw)  # noqa: E731
             return entities.perturb(view, random.Random(seed), strategy, selection, self.cfg.entity_noise_sigma, instruct)
+        if htype == "false_acceptance" and view.turn["answerable"] and self.negatives is not None:
+            # the turn planned with its candidates; the context it gets is what the judge confirms
+            confirmed = self.negatives.confirmed(view.turn["seed_id"])
+            if len(confirmed) < MIN_HARD_NEGATIVES:
+                return None
+            view = dataclasses.replace(view, hard_negatives=confirmed)
         out: InjectOut = self.llm.call(self.role, f"inject_{htype}", view=view.payload(), subtype=subtype,
                                        lang=view.lang, rng_seed=seed)
         if out is None or not out.response:  # None: the call failed for good (recorded in llm_calls)
@@ -200,13 +247,13 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             by_doc.setdefault(s["doc_id"], []).append(s)
     for v in by_doc.values():
         v.sort(key=lambda s: s["seed_id"])
+    passages = inputs["passages"].select("passage_id", "text", "doc_id", "split", "lang")
     # P_n for False Acceptance: the first K hard negatives, K as the turns' contexts have it.
     k = max((len(c) for c in inputs["turns"]["context"].to_list()), default=10)
-    negatives: dict[str, list[str]] = {}
-    for r in inputs["hard_negatives"].filter(pl.col("is_hard_negative")).sort("seed_id", "candidate_rank").iter_rows(named=True):
-        if len(negatives.setdefault(r["seed_id"], [])) < k:
-            negatives[r["seed_id"]].append(r["passage_id"])
-    passages = inputs["passages"].select("passage_id", "text", "doc_id", "split", "lang")
+    negatives = _FalseAcceptanceNegatives(inputs["hard_negatives"], seeds, dict(zip(passages["passage_id"], passages["text"])),
+                                          llm, ctx.sections.get("retrieve") or RetrieveConfig(), k)
+    for source in sources:
+        source.negatives = negatives
     inventories = {}
     if "entity_error" in registry["contradictory"].subtypes and "contradictory" in cfg.types:
         for (split, lang), part in sorted(passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list()))
@@ -242,7 +289,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         ctx.progress(base + n, dialogues.height * 2)
 
     # Each dialogue's attempts run in order; all dialogues of every split together (see llm.parallel).
-    outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, roles, report)
+    outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, [*roles, JUDGE], report)
     for (split, d, inj, _, _), (made, why) in zip(work, outcomes):
         if made:
             rows.append(_row(d, split, inj, *made))

@@ -7,99 +7,26 @@ the gold one and same-document passages holding the clue; step 1 (lexical) rejec
 contain the clue or the answer, after number/unit/spacing normalization; step 2 is the
 `judge_answerability` operation (LLM backend, or rules: the passage still covers most of the
 clue's content words), asked lazily in rank order until a seed has K hard negatives (the stages
-read no more). Every candidate's verdicts are kept (`unanswerable` None: never asked, not needed);
-`is_hard_negative` marks survivors.
+read no more). An answerable seed's candidates serve only False Acceptance: by default
+(`retrieve.judge_answerable_seeds: on_demand`) the inject stage judges them, for the turns it
+picks, and their rows here say so (`judge` "deferred: ..."). Every candidate's verdicts are kept
+(`unanswerable` None: never asked here); `is_hard_negative` marks survivors.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel
 
 from finhallu.config import RetrieveConfig
-from finhallu.llm.operations import operation
 from finhallu.llm.router import LLMRouter
+from finhallu.tasks.answerability import DEFERRED, JUDGE, judge_kwargs, judge_lazily, step1_verdicts
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.embedders.hybrid import HybridEmbedder
 from finhallu.tasks.embedding import embedder_for_model
 from finhallu.tasks.index import build_index
-from finhallu.taxonomy import answer_is_checkable
 from finhallu.text.normalize import contains_normalized
-from finhallu.text.quantities import quantities, states_value
-from finhallu.text.words import content_words
 
-
-JUDGE = "answerability_judge"
-
-
-def clue_coverage(passage: str, clue: str | None) -> float:
-    words = set(content_words(clue or ""))
-    if not words:
-        return 0.0
-    have = set(content_words(passage))
-    return len(words & have) / len(words)
-
-
-class AnswerabilityOut(BaseModel):
-    answerable: bool
-    reason: str
-
-
-@operation("judge_answerability", AnswerabilityOut)
-def judge_answerability(question: str, passage: str, clue: str | None, answer: str | None, lang: str,
-                        max_coverage: float = 0.6) -> AnswerabilityOut:
-    """Step 2, rules backend: a passage that still holds most of the clue's content words could
-    answer the question (paraphrased evidence), so it is no hard negative."""
-    cov = clue_coverage(passage, clue)
-    return AnswerabilityOut(answerable=cov >= max_coverage, reason=f"clue content-word coverage {cov:.2f}")
-
-
-def step1_verdicts(text: str, seed: dict) -> tuple[bool, bool]:
-    """Step 1 (lexical): (clue absent, answer absent) after number/unit/spacing normalization. An
-    answer amount counts as present at any scale the passage could state it in ("4조 1,500억 원" is
-    "4,150,000" under "(단위 : 백만원)", or in a table cut from its note)."""
-    clue_absent = not (seed["clue_text"] and contains_normalized(text, seed["clue_text"]))
-    checkable = answer_is_checkable(seed)
-    answer_absent = not (checkable and (contains_normalized(text, seed["answer"]) or any(
-        states_value(text, q, unknown_scale=True) for q in _answer_amounts(seed["answer"]))))
-    return clue_absent, answer_absent
-
-
-def _answer_amounts(answer: str) -> list:
-    """The amounts of an answer that identify it (money, or a bare figure of 4+ digits)."""
-    return [q for q in quantities(answer or "") if q.unit in ("KRW", "USD") or (not q.unit and abs(q.value) >= 1000)]
-
-
-def _judge(step2: list[tuple[dict, dict]], llm: LLMRouter, judge_name: str, cfg: RetrieveConfig) -> None:
-    """Step 2 on the candidates that passed step 1 (rows in rank order per seed), in concurrent (or
-    batch) rounds: lazily, each round asks per seed for the hard negatives it still lacks (plus a
-    margin); rows never asked keep `unanswerable` None ("not needed"), which is no hard negative."""
-    queues: dict[str, list[tuple[dict, dict]]] = {}
-    for row, kw in step2:
-        queues.setdefault(row["seed_id"], []).append((row, kw))
-    found = dict.fromkeys(queues, 0)
-    while True:
-        wave = []
-        for sid, queue in queues.items():
-            want = len(queue) if not cfg.judge_lazily else max(0, cfg.top_k - found[sid])
-            if want:
-                take = want + cfg.judge_round_margin if cfg.judge_lazily else want
-                wave += queue[:take]
-                del queue[:take]
-        if not wave:
-            for row, _ in step2:
-                if row["unanswerable"] is None:
-                    row["judge"] = "not asked (the seed had its hard negatives)"
-            return
-        verdicts = llm.call_many(JUDGE, "judge_answerability", [kw for _, kw in wave])
-        for (row, _), verdict in zip(wave, verdicts):
-            if verdict is None:  # the judge failed for good (recorded in llm_calls): when in doubt, no hard negative
-                row["unanswerable"], row["judge"] = False, f"{judge_name} (failed)"
-            else:
-                row["unanswerable"] = not verdict.answerable
-            row["is_hard_negative"] = row["unanswerable"]
-            found[row["seed_id"]] += row["unanswerable"]
 
 
 def run(inputs: Frames, ctx: StageContext) -> Frames:
@@ -149,12 +76,13 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                                  "clue_absent": clue_absent, "answer_absent": answer_absent,
                                  "unanswerable": None, "is_hard_negative": False, "judge": judge_name})
                 if clue_absent and answer_absent:
-                    step2.append((neg_rows[-1], {
-                        "question": seed["question"], "passage": texts[j], "clue": seed["clue_text"],
-                        "answer": seed["answer"], "lang": seed["lang"], "max_coverage": cfg.max_clue_coverage}))
+                    if seed["answerable"] and cfg.judge_answerable_seeds == "on_demand":
+                        neg_rows[-1]["judge"] = DEFERRED
+                    else:
+                        step2.append((neg_rows[-1], judge_kwargs(seed, texts[j], cfg)))
             done += 1
             ctx.progress(done, seeds.height)
-    _judge(step2, llm, judge_name, cfg)
+    judge_lazily(step2, llm, judge_name, cfg.top_k, cfg.judge_lazily, cfg.judge_round_margin)
     return {
         "retrievals": rows_frame(ret_rows, ["seed_id", "rank"]),
         "hard_negatives": rows_frame(neg_rows, ["seed_id", "candidate_rank"]),
