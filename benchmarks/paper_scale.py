@@ -2,10 +2,12 @@
 AI-Hub corpus (default 3,000, the paper's order), with the demo's dialogue settings.
 
 The corpus is the bundled demo's AI-Hub documents copied until there are N (each copy its own
-doc/context/question ids, institutions kept, so the split shares hold). Copies repeat text, which
-retrieval sees as same-fact passages in other documents: step 1 drops most of them as candidates,
-so this count is, if anything, low on hard-negative judgements; every other stage counts per
-document, seed or dialogue, which copies do not change. Target (issue "the LLM path at paper
+doc/context/question ids, institutions kept, so the split shares hold, and a copy line appended to
+every context, so that a copy's prompts over its passages are no call-cache hits on another's; a
+question repeated word for word in another copy can still be one, as in a real corpus). Copies repeat
+facts, which retrieval sees as same-fact passages in other documents: step 1 drops most of them as
+candidates, so this count is, if anything, low on hard-negative judgements; every other stage
+counts per document, seed or dialogue. Target (issue "the LLM path at paper
 scale"): <= 150,000 calls.
 
     .venv/bin/python benchmarks/paper_scale.py [--docs 3000] [--profile paper] [--keep DIR]
@@ -44,6 +46,8 @@ def write_corpus(out: Path, n_docs: int) -> int:
             d["doc_id"] = f"{doc['doc_id']}-c{copy}"
             for p in d["paragraphs"]:
                 p["context_id"] = f"{p['context_id']}-c{copy}"
+                if copy:  # its own text, appended so that answer offsets hold
+                    p["context"] = p["context"] + f"\n(사본 {copy}: {d['doc_id']})"
                 for qa in p.get("qas", []):
                     qa["question_id"] = f"{qa.get('question_id', 'q')}-c{copy}"
             batch.append(d)

@@ -9,13 +9,13 @@ import time
 import polars as pl
 import pytest
 
-from finhallu.config import LLMConfig, ModelLimits, RetrieveConfig, load_config
+from finhallu.config import LLMConfig, ModelLimits, load_config
 from finhallu.estimate import has_remote_roles, stage_estimate
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.llm.runtime import LLMRuntime
 from finhallu.schemas.rules import RULES
-from finhallu.tasks import injection, retrieval
+from finhallu.tasks import answerability, injection
 
 
 def _router(provider: str, concurrency: int = 4) -> LLMRouter:
@@ -75,7 +75,7 @@ class _Judge:
 
     def call_many(self, role, op, inputs):
         self.asked.append([i["passage"] for i in inputs])
-        return [retrieval.AnswerabilityOut(answerable=i["passage"] in self.answerable, reason="t") for i in inputs]
+        return [answerability.AnswerabilityOut(answerable=i["passage"] in self.answerable, reason="t") for i in inputs]
 
 
 def _step2(seeds: dict[str, int]) -> list[tuple[dict, dict]]:
@@ -92,7 +92,7 @@ def _step2(seeds: dict[str, int]) -> list[tuple[dict, dict]]:
 def test_the_judge_asks_in_rank_order_only_until_a_seed_has_its_hard_negatives():
     step2 = _step2({"a": 30, "b": 6})
     judge = _Judge({"a-p2", "a-p5"})  # two of a's first candidates could answer
-    retrieval._judge(step2, judge, "test:judge", RetrieveConfig(top_k=4, candidate_pool=30, judge_round_margin=1))
+    answerability.judge_lazily(step2, judge, "test:judge", top_k=4, margin=1)
     rows = pl.DataFrame([r for r, _ in step2])
     judged = {sid: sorted(g.filter(pl.col("unanswerable").is_not_null())["candidate_rank"].to_list())
               for (sid,), g in rows.group_by("seed_id")}
@@ -102,14 +102,14 @@ def test_the_judge_asks_in_rank_order_only_until_a_seed_has_its_hard_negatives()
     assert rows.filter(pl.col("seed_id") == "a")["is_hard_negative"].sum() == 5
     # The first K hard negatives are those a full judgement finds.
     full = _step2({"a": 30, "b": 6})
-    retrieval._judge(full, _Judge({"a-p2", "a-p5"}), "test:judge", RetrieveConfig(top_k=4, judge_lazily=False))
+    answerability.judge_lazily(full, _Judge({"a-p2", "a-p5"}), "test:judge", top_k=4, lazily=False)
     first_k = lambda rs: [r["passage_id"] for r in rs if r["seed_id"] == "a" and r["is_hard_negative"]][:4]  # noqa: E731
     assert first_k([r for r, _ in step2]) == first_k([r for r, _ in full])
 
 
 def test_the_gate_accepts_a_lazy_judgement_and_rejects_a_gap_in_it():
     step2 = _step2({"a": 12})
-    retrieval._judge(step2, _Judge(set()), "test:judge", RetrieveConfig(top_k=4, judge_round_margin=0))
+    answerability.judge_lazily(step2, _Judge(set()), "test:judge", top_k=4, margin=0)
     rows = pl.DataFrame([r for r, _ in step2])
     (rule,) = [r for r in RULES["hard_negatives"] if r.name == "verdicts_consistent"]
     assert rule.derive(rows, {})["ok"].all()
@@ -160,13 +160,14 @@ def test_build_dry_run_prints_the_estimate_and_touches_no_home(tmp_path, capsys)
 
     from finhallu.cli import main
 
-    profile = tmp_path / "judge.yaml"  # one remote role: the dry run stops after its stage (retrieve)
+    profile = tmp_path / "judge.yaml"  # one remote role: the dry run stops after its last stage (inject)
     profile.write_text(yaml.safe_dump({"extends": "demo", "roles": {"answerability_judge": {
         "provider": "openai", "model": "gpt-4o", "batch": True}}}), encoding="utf-8")
     home = tmp_path / "home"
     assert main(["build", "--dry-run", "--json", "--profile", str(profile), "--home", str(home)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    (stage,) = out["stages"]
-    assert stage["stage"] == "retrieve" and stage["calls"] == stage["batch_calls"] == out["calls"] > 100
-    assert stage["operations"] == {"judge_answerability": out["calls"]} and out["cost_usd"] > 0
+    retrieve, inject = out["stages"]  # unanswerable seeds in retrieve, False Acceptance's on demand in inject
+    assert (retrieve["stage"], inject["stage"]) == ("retrieve", "inject") and retrieve["calls"] == retrieve["batch_calls"]
+    assert retrieve["calls"] + inject["calls"] == out["calls"] > 50 and out["cost_usd"] > 0
+    assert all(s["operations"] == {"judge_answerability": s["calls"]} for s in (retrieve, inject))
     assert not home.exists()
