@@ -472,3 +472,24 @@ def test_dialogues_never_reask_answered_facts():
                 asked += 1
                 assert not said_before(r["answer"], r["clue_text"], [e["response"] for e in rows[:i]]), r
     assert asked >= 6
+
+
+def test_the_user_llm_is_not_asked_what_needs_no_asking(monkeypatch):
+    # An opening question has no history to be rewritten for, and no candidate is nothing to choose
+    # from: neither costs a call (at paper scale one call per dialogue and more).
+    from finhallu.llm.router import LLMRouter
+
+    asked = []
+    real = LLMRouter.call
+
+    def spy(self, role, op, **kw):
+        asked.append((op, kw))
+        return real(self, role, op, **kw)
+
+    monkeypatch.setattr(LLMRouter, "call", spy)
+    out = _run(_frames())
+    rewrites = [kw for op, kw in asked if op == "rewrite_query"]
+    assert rewrites and all(kw["previous_question"] for kw in rewrites)
+    assert all(kw["candidates"] for op, kw in asked if op == "choose_next_question")
+    first = out["turns"].filter(pl.col("turn_index") == 1)
+    assert (first["query"] == first["standalone_query"]).all()

@@ -122,11 +122,13 @@ def _next_item(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, 
     doc, cur = dlg.doc, dlg.items[-1]
     cands = _candidates(dlg, seed_rows, by_doc, by_passage, contexts)
     nseed = _seed_int(ctx.seed, doc["doc_id"], dlg.k, len(dlg.items))
-    choice = llm.call(USER, "choose_next_question", current_question=cur["question"],
-                      history=[i["question"] for i in dlg.items],
-                      candidates=[{"question": seed_rows[c]["question"],
-                                   "same_document": seed_rows[c]["doc_id"] == doc["doc_id"]} for c in cands],
-                      lang=doc["lang"], rng_seed=nseed)
+    choice = None  # no candidate left: nothing to choose, no call
+    if cands:
+        choice = llm.call(USER, "choose_next_question", current_question=cur["question"],
+                          history=[i["question"] for i in dlg.items],
+                          candidates=[{"question": seed_rows[c]["question"],
+                                       "same_document": seed_rows[c]["doc_id"] == doc["doc_id"]} for c in cands],
+                          lang=doc["lang"], rng_seed=nseed)
     choice = -1 if choice is None else choice.index  # a failed call (recorded in llm_calls): nothing fits
     if 0 <= choice < len(cands):
         return _item(seed_rows[cands[choice]])
@@ -235,11 +237,13 @@ def _user_query(dlg: _Dialogue, it: dict, lang: str, tseed: int, llm: LLMRouter)
     if it["reconfirms"] is not None:
         out = llm.call(USER, "reconfirm_turn", earlier_question=it["question"], earlier_answer=it["answer"],
                        lang=lang, rng_seed=tseed)
+    elif not dlg.turns:
+        return it["question"]  # the opening question has no history to be rewritten for: no call
     else:
-        prev = dlg.turns[-1] if dlg.turns else None
+        prev = dlg.turns[-1]
         out = llm.call(USER, "rewrite_query", question=it["question"],
-                       previous_question=prev["standalone_query"] if prev else None,
-                       previous_response=prev["response"] if prev else None, lang=lang, rng_seed=tseed)
+                       previous_question=prev["standalone_query"], previous_response=prev["response"],
+                       lang=lang, rng_seed=tseed)
     return None if out is None else out.text
 
 
