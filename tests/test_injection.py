@@ -889,7 +889,7 @@ def test_false_acceptance_negatives_are_judged_on_demand_once_in_rank_order():
              "is_hard_negative": False, "judge": DEFERRED} for i in range(8)]
     rows.append({"seed_id": "s2", "passage_id": "c7", "candidate_rank": 1, "unanswerable": True,
                  "is_hard_negative": True, "judge": "offline:rules"})
-    negs = _FalseAcceptanceNegatives(pl.DataFrame(rows), {"s1": seed}, texts, LLMRouter({}),
+    negs = _FalseAcceptanceNegatives(pl.DataFrame(rows), {"s1": seed}, {p: {"text": t} for p, t in texts.items()}, LLMRouter({}),
                                      RetrieveConfig(judge_round_margin=1), k=3)
     assert negs.planned("s1") == ["c0", "c1", "c2"]  # planning sees the first K step-1 candidates
     assert negs.planned("s2") == ["c7"]  # judged in retrieve: as published

@@ -34,11 +34,11 @@ from finhallu.config import InjectConfig, RetrieveConfig
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, SPLITS
+from finhallu.tasks.answerability import DEFERRED, JUDGE, judge_kwargs, judge_lazily
 from finhallu.tasks.base import Frames, StageContext, rows_frame
 from finhallu.tasks.inject import Injected, TurnView, entities, fabricate, load_injectors
 from finhallu.tasks.inject.false_acceptance import MIN_HARD_NEGATIVES
 from finhallu.tasks.inject.ops import InjectOut
-from finhallu.tasks.answerability import DEFERRED, JUDGE, judge_kwargs, judge_lazily
 from finhallu.tasks.inject.verify import edit_distance
 
 
@@ -68,14 +68,15 @@ class _FalseAcceptanceNegatives:
     the first time an attempt needs them, in rank order and lazily as retrieve would. Until then
     the turn plans with its first K step-1 candidates."""
 
-    def __init__(self, hard_negatives: pl.DataFrame, seeds: dict, texts: dict, llm: LLMRouter, rcfg, k: int):
-        self.k, self.llm, self.rcfg = k, llm, rcfg
+    def __init__(self, hard_negatives: pl.DataFrame, seeds: dict, passages: dict, llm: LLMRouter, rcfg: RetrieveConfig,
+                 k: int):
+        self.seeds, self.passages, self.k, self.llm, self.rcfg = seeds, passages, k, llm, rcfg
         self.judged: dict[str, list[str]] = {}
-        self.pending: dict[str, list[tuple[dict, dict]]] = {}
+        self.pending: dict[str, list[dict]] = {}  # deferred candidate rows, rank order
         for r in hard_negatives.sort("seed_id", "candidate_rank").iter_rows(named=True):
             sid = r["seed_id"]
             if r.get("judge") == DEFERRED:
-                self.pending.setdefault(sid, []).append((dict(r), judge_kwargs(seeds[sid], texts[r["passage_id"]], rcfg)))
+                self.pending.setdefault(sid, []).append(r)
             elif r["is_hard_negative"] and len(self.judged.setdefault(sid, [])) < k:
                 self.judged[sid].append(r["passage_id"])
         self._locks: dict[str, threading.Lock] = {}
@@ -83,7 +84,7 @@ class _FalseAcceptanceNegatives:
 
     def planned(self, seed_id: str) -> list[str]:
         if seed_id in self.pending:
-            return [row["passage_id"] for row, _ in self.pending[seed_id][: self.k]]
+            return [row["passage_id"] for row in self.pending[seed_id][: self.k]]
         return self.judged.get(seed_id, [])
 
     def confirmed(self, seed_id: str) -> list[str]:
@@ -92,8 +93,10 @@ class _FalseAcceptanceNegatives:
         with lock:  # dialogues run concurrently; a seed is judged once
             rows = self.pending.pop(seed_id, None)
             if rows is not None:
-                judge_lazily(rows, self.llm, self.llm.backend(JUDGE), self.k, True, self.rcfg.judge_round_margin)
-                self.judged[seed_id] = [row["passage_id"] for row, _ in rows if row["is_hard_negative"]][: self.k]
+                seed = self.seeds[seed_id]
+                asked = [(row, judge_kwargs(seed, self.passages[row["passage_id"]]["text"], self.rcfg)) for row in rows]
+                judge_lazily(asked, self.llm, self.llm.backend(JUDGE), self.k, True, self.rcfg.judge_round_margin)
+                self.judged[seed_id] = [row["passage_id"] for row in rows if row["is_hard_negative"]][: self.k]
         return self.judged.get(seed_id, [])
 
 
@@ -105,7 +108,7 @@ class _Injector:
     """One injection source: its name (the `injector` column), LLM role and rule variant."""
 
     def __init__(self, name: str, role: str, variant: str, llm: LLMRouter, cfg: InjectConfig, registry: dict,
-                 negatives: _FalseAcceptanceNegatives | None = None):
+                 negatives: _FalseAcceptanceNegatives):
         self.name, self.role, self.variant, self.llm, self.cfg, self.registry = name, role, variant, llm, cfg, registry
         self.negatives = negatives
 
@@ -127,7 +130,7 @@ class _Injector:
             strategy, selection = self.entity_plan(did)
             instruct = lambda **kw: self.llm.call(self.role, "perturb_entity", **kw)  # noqa: E731
             return entities.perturb(view, random.Random(seed), strategy, selection, self.cfg.entity_noise_sigma, instruct)
-        if htype == "false_acceptance" and view.turn["answerable"] and self.negatives is not None:
+        if htype == "false_acceptance" and view.turn["answerable"]:
             # the turn planned with its candidates; the context it gets is what the judge confirms
             confirmed = self.negatives.confirmed(view.turn["seed_id"])
             if len(confirmed) < MIN_HARD_NEGATIVES:
@@ -234,7 +237,6 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         raise ValueError(f"inject.types names unknown hallucination types {unknown}; registered: {sorted(registry)}")
     llm = LLMRouter(ctx.roles)
     roles = cfg.injector_roles or [f"injector_{c}" for c in "ab"]
-    sources = [_Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry) for i, name in enumerate(cfg.injectors)]
     passed = set(inputs["dialogue_qc"].filter(pl.col("passed"))["dialogue_id"].to_list())
     dialogues = inputs["dialogues"].filter(pl.col("dialogue_id").is_in(list(passed))).sort("dialogue_id")
     turns_by_dlg: dict[str, list[dict]] = {}
@@ -248,18 +250,19 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     for v in by_doc.values():
         v.sort(key=lambda s: s["seed_id"])
     passages = inputs["passages"].select("passage_id", "text", "doc_id", "split", "lang")
+    passage_rows = {p["passage_id"]: p for p in passages.iter_rows(named=True)}
     # P_n for False Acceptance: the first K hard negatives, K as the turns' contexts have it.
     k = max((len(c) for c in inputs["turns"]["context"].to_list()), default=10)
-    negatives = _FalseAcceptanceNegatives(inputs["hard_negatives"], seeds, dict(zip(passages["passage_id"], passages["text"])),
-                                          llm, ctx.sections.get("retrieve") or RetrieveConfig(), k)
-    for source in sources:
-        source.negatives = negatives
+    negatives = _FalseAcceptanceNegatives(inputs["hard_negatives"], seeds, passage_rows, llm,
+                                          ctx.sections.get("retrieve") or RetrieveConfig(), k)
+    sources = [_Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry, negatives)
+               for i, name in enumerate(cfg.injectors)]
     inventories = {}
     if "entity_error" in registry["contradictory"].subtypes and "contradictory" in cfg.types:
         for (split, lang), part in sorted(passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list()))
                                           .group_by("split", "lang"), key=lambda g: g[0]):
             inventories[(split, lang)] = entities.EntityInventory.build(part.sort("passage_id")["text"].to_list(), lang)
-    data = {"passages": {p["passage_id"]: p for p in passages.iter_rows(named=True)},
+    data = {"passages": passage_rows,
             "seeds": seeds, "negatives": negatives, "by_doc": by_doc, "entities": inventories,
             "claims": fabricate.inventories(inputs["passages"], dialogues["split"].unique().to_list())
             if "unverifiable" in cfg.types else {}}

@@ -156,9 +156,13 @@ _GUIDANCE = re.compile(r"(것이 좋습니다|것이 바람직|바람직하지 �
                        r"확인해야 합니다|보시기 바랍니다|\bshould\b|\badvisable\b|\brecommend)")
 
 
+def is_lead_in(sentence: str) -> bool:
+    """A sentence that only announces a list or table ("…다음과 같습니다.", "as follows:")."""
+    return sentence.rstrip().endswith(("다음과 같습니다.", ":", "as follows:", "following:"))
+
+
 def _usable_support(sent: str, clue: str) -> bool:
-    return ("|" not in sent and len(sent) > 15 and sent not in clue
-            and not sent.rstrip().endswith(("다음과 같습니다.", ":", "as follows:")))
+    return "|" not in sent and len(sent) > 15 and sent not in clue and not is_lead_in(sent)
 
 
 def _supporting_sentence(passage: str, clue: str, rng: random.Random) -> str | None:

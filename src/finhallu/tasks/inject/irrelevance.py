@@ -8,7 +8,7 @@ from decimal import Decimal
 from itertools import combinations, permutations
 
 from finhallu.tasks.inject import Injected, TurnView, register_injector
-from finhallu.tasks.responses import OPENERS, answer_turn, clean_sentence
+from finhallu.tasks.responses import OPENERS, answer_turn, clean_sentence, is_lead_in
 from finhallu.text.normalize import contains_normalized
 from finhallu.tasks.inject.conditions import (Item, phrase_end, cond_diff, list_items, sentence_bounds,
                                                standalone, table_items, value_counts)
@@ -181,7 +181,7 @@ def _drift_sentences(text: str, view: TurnView) -> list[str]:
     # standalone statements, as an answer states its clue (no leading connective, no list lead-in)
     sents = [clean_sentence(s) for s in split_sentences(text)]
     return [s for s in sents if "|" not in s and 20 <= len(s) <= 200
-            and not s.rstrip().endswith(("다음과 같습니다.", ":", "as follows:", "following:"))
+            and not is_lead_in(s)
             and not contains_normalized(s, answer) and not contains_normalized(s, clue)
             and not contains_normalized(view.turn["response"], s)]
 
