@@ -122,3 +122,12 @@ def test_fabricated_figures_move_together_so_the_sentence_keeps_its_own_relation
         assert 1 <= lo < hi
         a, b = re.findall(r"(\d+)%", perturb_figures(barrier, set(), random.Random(seed)))
         assert a == b != "50"  # equal figures stay equal
+
+
+def test_a_year_moves_by_years_beside_an_amount_of_the_same_unit():
+    from finhallu.tasks.inject.fabricate import perturb_figures
+    filing = ("Sensitivity decreased because we added $800 million of receive-fixed swaps to hedge "
+              "variable-rate loans during 2024.")
+    for seed in range(20):
+        year = int(re.search(r"during (\d+)", perturb_figures(filing, set(), random.Random(seed))).group(1))
+        assert 2021 <= year <= 2026 and year != 2024

@@ -25,13 +25,18 @@ def _decimals(token: str) -> int:
     return len(token.split(".")[1]) if "." in token else 0
 
 
+def is_year(token: str) -> bool:
+    """A whole figure that reads as a calendar year (1990-2100): it moves by years, never by a factor."""
+    return _decimals(token) == 0 and 1990 <= Decimal(token.replace(",", "")) <= 2100
+
+
 def draw_move(tokens: list[str], unit: str, rng: random.Random) -> tuple[str, Decimal]:
     """One change for figures of one unit: a year or small count moves by an offset that keeps all of
     them positive, any other figure by a factor. Applied alike to every figure of a sentence with that
     unit (tasks/inject/fabricate.perturb_figures), it keeps their order and equalities."""
     values = [Decimal(t.replace(",", "")) for t in tokens]
     whole = all(_decimals(t) == 0 for t in tokens)
-    if unit in ("년",) or (whole and all(1990 <= v <= 2100 for v in values)):
+    if unit in ("년",) or all(is_year(t) for t in tokens):
         return "offset", Decimal(rng.choice([d for d in (-3, -2, -1, 1, 2) if min(values) + d > 0] or [1, 2]))
     if whole and all(v <= 12 for v in values):
         return "offset", Decimal(rng.choice([d for d in (-2, -1, 1, 2, 3) if min(values) + d >= 1]))

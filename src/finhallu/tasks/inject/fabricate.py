@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from finhallu.tasks.inject.edits import change_number, draw_move, impossible_date, malformed_numeral, number_token
+from finhallu.tasks.inject.edits import change_number, draw_move, impossible_date, is_year, malformed_numeral, number_token
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.numbers import find_numbers, number_keys
 from finhallu.text.phrases import topic_of
@@ -226,22 +226,24 @@ def _ko_orgs(sentence: str) -> tuple[str, ...]:
 
 def perturb_figures(sentence: str, forbidden: set[str], rng: random.Random, tries: int = 8) -> str | None:
     """Every measuring figure of the sentence changed to a value whose key is not forbidden, by one
-    move per unit (the same offset or factor for all its figures: edits.draw_move), so that the
+    move per unit (the same offset or factor for all its figures: edits.draw_move; years apart), so that the
     sentence's own relations hold (a list stays ordered, equal figures equal, a range lo < hi:
     "1년, 4년, 8년" never becomes "1년, 4년, 4년"); last figure first, so earlier offsets hold. None
     when no move changes every figure."""
     spans = _variable_spans(sentence)
-    by_unit: dict[str, list[str]] = {}
+    groups: dict[tuple[str, bool], list[str]] = {}  # (unit, a year?): "$800 million ... during 2026" move apart
+    keys = []
     for span in spans:
         token = number_token(sentence, span)
         if token is None:
             return None
-        by_unit.setdefault(span.unit, []).append(token)
+        keys.append((span.unit, is_year(token)))
+        groups.setdefault(keys[-1], []).append(token)
     for _ in range(tries if spans else 0):
-        moves = {unit: draw_move(tokens, unit, rng) for unit, tokens in by_unit.items()}
+        moves = {key: draw_move(tokens, key[0], rng) for key, tokens in groups.items()}
         out: str | None = sentence
-        for span in reversed(spans):
-            out = change_number(out, span, forbidden, rng, tries=1, move=moves[span.unit])
+        for span, key in reversed(list(zip(spans, keys))):
+            out = change_number(out, span, forbidden, rng, tries=1, move=moves[key])
             if out is None:
                 break
         if out is not None and out != sentence:
