@@ -26,7 +26,7 @@ def test_key_material_tracks_config_inputs_and_prompts(tmp_path):
     changed = TableRef("samples", 2, "def", str(tmp_path))
     assert stage_key_material("detect", {"samples": changed}, cfg, str(tmp_path)) != base
     dlg = stage_key_material("dialogues", {}, cfg, str(tmp_path))
-    assert set(dlg["prompts"]) == {"choose_next_question", "write_question", "rewrite_query", "answer_turn", "refuse_turn",
+    assert set(dlg["prompts"]) == {"choose_next_question", "write_question", "answer_turn", "refuse_turn",
                                    "reconfirm_turn"}
     assert all(len(v) == 16 for v in dlg["prompts"].values())
     # inject judges False Acceptance's hard negatives with retrieve's step-2 settings (Stage.reads)

@@ -5,9 +5,9 @@ LLM picks each next question among unused QAs of the same document or of the top
 retrieved for the current question (`choose_next_question`) — in the dialogue's language, and
 never one whose answer an assistant response already stated — and when none keeps the flow
 coherent it writes a new question from the current passage (`write_question`); past turn 4 a
-reconfirm turn may ask the assistant to verify an earlier statement; every standalone question is
-rewritten into a context-dependent utterance (`rewrite_query`: ellipsis, coreference; the
-standalone form stays the retrieval key). The assistant LLM answers from the gold passage and
+reconfirm turn may ask the assistant to verify an earlier statement. The same call that picks or
+writes a question says it as a context-dependent utterance (ellipsis, coreference after the
+previous turn; the standalone form stays the retrieval key): one user call per turn. The assistant LLM answers from the gold passage and
 clue only (`answer_turn`); unanswerable questions get a refusal (`refuse_turn`) over a context
 made entirely of hard negatives. Retrieval is fresh per turn (top-K, K as the retrieve stage used
 it). Everything is seeded per document and dialogue.
@@ -72,7 +72,7 @@ def _item(seed: dict, origin: str = "seed", **over) -> dict:
     its seed's passage, context and hard negatives but asks its own question)."""
     return {"seed_id": seed["seed_id"], "question": seed["question"], "answer": seed["answer"],
             "clue": seed["clue_text"], "qa_kind": seed["qa_kind"], "answerable": bool(seed["answerable"]),
-            "passage_id": seed["passage_id"], "origin": origin, "reconfirms": None, **over}
+            "passage_id": seed["passage_id"], "origin": origin, "reconfirms": None, "utterance": "", **over}
 
 
 def said_before(answer: str | None, clue: str | None, responses: list[str]) -> bool:
@@ -123,15 +123,15 @@ def _next_item(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, 
     cands = _candidates(dlg, seed_rows, by_doc, by_passage, contexts)
     nseed = _seed_int(ctx.seed, doc["doc_id"], dlg.k, len(dlg.items))
     choice = None  # no candidate left: nothing to choose, no call
+    previous_response = dlg.turns[-1]["response"]
     if cands:
         choice = llm.call(USER, "choose_next_question", current_question=cur["question"],
                           history=[i["question"] for i in dlg.items],
                           candidates=[{"question": seed_rows[c]["question"],
                                        "same_document": seed_rows[c]["doc_id"] == doc["doc_id"]} for c in cands],
-                          lang=doc["lang"], rng_seed=nseed)
-    choice = -1 if choice is None else choice.index  # a failed call (recorded in llm_calls): nothing fits
-    if 0 <= choice < len(cands):
-        return _item(seed_rows[cands[choice]])
+                          previous_response=previous_response, lang=doc["lang"], rng_seed=nseed)
+    if choice is not None and 0 <= choice.index < len(cands):  # None: a failed call (in llm_calls), nothing fits
+        return _item(seed_rows[cands[choice.index]], utterance=choice.utterance)
     # The user writes a new question from the passage of the last answered turn (an unanswerable
     # turn has no passage to read on).
     answered = [i for i in dlg.items if i["answerable"]]
@@ -141,10 +141,12 @@ def _next_item(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, 
     same_passage = [i for i in dlg.items if i["passage_id"] == base["passage_id"]]
     new = llm.call(USER, "write_question", passage=passages[base["passage_id"]],
                    asked=[x for i in same_passage for x in (i["clue"] or "", i["question"])] + dlg.responses,
+                   previous_question=cur["question"], previous_response=previous_response,
                    lang=doc["lang"], rng_seed=nseed)
     if new is None or not new.question or said_before(new.answer, new.clue, dlg.responses):
         return None  # nothing left to ask (or the call failed): the dialogue ends here
-    return _item(base, "generated", question=new.question, answer=new.answer, clue=new.clue, qa_kind="span")
+    return _item(base, "generated", question=new.question, answer=new.answer, clue=new.clue, qa_kind="span",
+                 utterance=new.utterance)
 
 
 def _reconfirm_item(dlg: _Dialogue, rng) -> dict | None:
@@ -232,18 +234,13 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             "turns": rows_frame(turns, ["dialogue_id", "turn_index"])}
 
 
-def _user_query(dlg: _Dialogue, it: dict, lang: str, tseed: int, llm: LLMRouter) -> str | None:
-    """The user's utterance: a reconfirm question, or the standalone question rewritten for the history."""
-    if it["reconfirms"] is not None:
-        out = llm.call(USER, "reconfirm_turn", earlier_question=it["question"], earlier_answer=it["answer"],
-                       lang=lang, rng_seed=tseed)
-    elif not dlg.turns:
-        return it["question"]  # the opening question has no history to be rewritten for: no call
-    else:
-        prev = dlg.turns[-1]
-        out = llm.call(USER, "rewrite_query", question=it["question"],
-                       previous_question=prev["standalone_query"], previous_response=prev["response"],
-                       lang=lang, rng_seed=tseed)
+def _user_query(it: dict, lang: str, tseed: int, llm: LLMRouter) -> str | None:
+    """The user's utterance: a reconfirm question, or the utterance the call that chose the question
+    wrote (the opening question, and one whose utterance came back empty, stand as they are)."""
+    if it["reconfirms"] is None:
+        return it["utterance"].strip() or it["question"]
+    out = llm.call(USER, "reconfirm_turn", earlier_question=it["question"], earlier_answer=it["answer"],
+                   lang=lang, rng_seed=tseed)
     return None if out is None else out.text
 
 
@@ -254,7 +251,7 @@ def _realise(dlg: _Dialogue, it: dict, seed_rows: dict, contexts: _Context, pass
     did, t = dlg.did, len(dlg.turns) + 1
     seed = seed_rows[it["seed_id"]]
     lang, tseed, trng = seed["lang"], _seed_int(ctx.seed, did, t), ctx.rng("turn", did, t)
-    query = _user_query(dlg, it, lang, tseed, llm)
+    query = _user_query(it, lang, tseed, llm)
     if query is None:
         return None
     if it["reconfirms"] is not None:

@@ -22,7 +22,7 @@ STAGES: list[Stage] = [
           description="top-K retrieval and hard negatives"),
     Stage("dialogues", dialogues.run, ("documents", "passages", "qa_seeds", "retrievals", "hard_negatives"),
           ("dialogues", "turns"), "dialogues", roles=("user_llm", "assistant_llm"),
-          operations=("choose_next_question", "write_question", "rewrite_query", "answer_turn", "refuse_turn",
+          operations=("choose_next_question", "write_question", "answer_turn", "refuse_turn",
                       "reconfirm_turn"),
           description="faithful multi-turn dialogues"),
     Stage("dialogue_qc", judge.run_dialogue_qc, ("dialogues", "turns", "passages", "qa_seeds"), ("dialogue_qc",),

@@ -1,6 +1,7 @@
 """Rules backends of the user-side dialogue operations (K-FinHallu §4.2): pick the next question,
-write a new one when no candidate fits, rewrite standalone questions into context-dependent
-utterances, ask reconfirm questions. Phrasing varies by seeded choice.
+or write a new one when no candidate fits, each said as a context-dependent utterance (the
+standalone question rewritten for the history, in the same call: one user call per turn), and ask
+reconfirm questions. Phrasing varies by seeded choice.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from finhallu.text.words import content_words, has_final_consonant, jaccard, par
 
 @operation("choose_next_question", ChoiceOut)
 def choose_next_question(current_question: str, history: list[str], candidates: list[dict], lang: str,
-                         rng_seed: int, min_overlap: float = 0.15) -> ChoiceOut:
+                         rng_seed: int, previous_response: str = "", min_overlap: float = 0.15) -> ChoiceOut:
     """Candidates ({question, same_document}) that keep the flow: same document, or sharing
     content words with the current question; never a question already asked in other words.
-    A seeded pick among the three most related; -1 when none fits."""
+    A seeded pick among the three most related, with its utterance after the current question and
+    the previous response (`rewrite_query`); -1 when none fits."""
     rng = random.Random(rng_seed)
     scored = []
     for i, c in enumerate(candidates):
@@ -37,7 +39,10 @@ def choose_next_question(current_question: str, history: list[str], candidates: 
         return ChoiceOut(index=-1, reason="no candidate keeps the flow coherent")
     scored.sort()
     pick = rng.choice(scored[:3])
-    return ChoiceOut(index=pick[2], reason="same document" if pick[0] else f"related topic ({-pick[1]:.2f})")
+    utterance = rewrite_query(candidates[pick[2]]["question"], current_question, lang, rng.getrandbits(64),
+                              previous_response)
+    return ChoiceOut(index=pick[2], utterance=utterance,
+                     reason="same document" if pick[0] else f"related topic ({-pick[1]:.2f})")
 
 
 _KO_WH = {"원": "얼마", "%": "몇 %", "%p": "몇 %p", "개월": "몇 개월", "일": "며칠", "년": "몇 년", "세": "몇 세", "명": "몇 명",
@@ -59,9 +64,11 @@ def _ko_question_ending(sentence: str) -> str | None:
 
 
 @operation("write_question", QuestionOut)
-def write_question(passage: str, asked: list[str], lang: str, rng_seed: int) -> QuestionOut:
+def write_question(passage: str, asked: list[str], lang: str, rng_seed: int, previous_question: str = "",
+                   previous_response: str = "") -> QuestionOut:
     """A new question about the current passage: a sentence not used by any question or response so
-    far, whose value nothing asked or said so far states, its amount asked for ("…1억 원까지 보호합니다." -> "…얼마까지 보호하나요?")."""
+    far, whose value nothing asked or said so far states, its amount asked for ("…1억 원까지 보호합니다." -> "…얼마까지 보호하나요?"),
+    with its utterance after the previous turn (`rewrite_query`)."""
     rng = random.Random(rng_seed)
     options = []
     for sent in split_sentences(passage):
@@ -91,7 +98,8 @@ def write_question(passage: str, asked: list[str], lang: str, rng_seed: int) -> 
     if not options:
         return QuestionOut(question="")
     q, answer, clue = rng.choice(options)
-    return QuestionOut(question=q, answer=answer, clue=clue)
+    utterance = rewrite_query(q, previous_question, lang, rng.getrandbits(64), previous_response)
+    return QuestionOut(question=q, answer=answer, clue=clue, utterance=utterance)
 
 
 # Connectors open a follow-up only when it shares nothing with the previous turn (a topic shift);
@@ -242,9 +250,8 @@ def _en_rewrite(q: str, previous: str, rng: random.Random) -> str:
                        f"How much did it report as {item} for fiscal {cur['year']}?"])
 
 
-@operation("rewrite_query", TextOut)
 def rewrite_query(question: str, previous_question: str | None, lang: str, rng_seed: int,
-                  previous_response: str | None = None) -> TextOut:
+                  previous_response: str | None = None) -> str:
     """Standalone -> context-dependent, the way a user continues a conversation: ellipsis of what
     the dialogue established (company, period, a leading modifier: "한강금융지주의 2024년 예수부채는
     얼마입니까?" -> "예수부채는요?"), coreference of a shared head noun ("예금보험금은 …" -> "그건 …",
@@ -253,10 +260,10 @@ def rewrite_query(question: str, previous_question: str | None, lang: str, rng_s
     rng = random.Random(rng_seed)
     q = question.strip()
     if not previous_question:
-        return TextOut(text=q)
+        return q
     if lang == "en":
-        return TextOut(text=_en_rewrite(q, previous_question, rng))
-    return TextOut(text=_ko_rewrite(q, previous_question, previous_response or "", rng))
+        return _en_rewrite(q, previous_question, rng)
+    return _ko_rewrite(q, previous_question, previous_response or "", rng)
 
 
 _KO_RECONFIRM = [

@@ -30,6 +30,7 @@ class AnswerOut(BaseModel):
 
 class ChoiceOut(BaseModel):
     index: int  # position in `candidates`; -1 = no candidate keeps the flow coherent
+    utterance: str = ""  # the chosen question as the user says it after the previous turn
     reason: str = ""
 
 
@@ -37,6 +38,7 @@ class QuestionOut(BaseModel):
     question: str  # "" = the passage offers nothing new to ask
     answer: str = ""
     clue: str = ""
+    utterance: str = ""  # the question as the user says it after the previous turn
 
 
 # ---- the assistant: answers and refusals --------------------------------------------------------
