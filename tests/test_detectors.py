@@ -238,7 +238,7 @@ def test_run_detectors_records_version_and_config_and_is_deterministic():
     assert cfg["lexical_support:top1"]["params"]["max_passages"] == 1 and cfg["lexical_support:top1"]["detector"] == "lexical_support"
     assert cfg["llm_judge"]["backend"] == "offline:rules"
     versions = dict(a.select("detector", "detector_version").unique().iter_rows())
-    assert versions["numeric_grounding"].startswith("v3-") and versions["learned"].startswith("v1-")
+    assert versions["numeric_grounding"].startswith("v4-") and versions["learned"].startswith("v2-")
     assert a.filter(pl.col("detector") == "learned").height == sum(r["split"] != "train" for r in rows)
     with pytest.raises(ValueError, match="no parameter"):
         run_detectors(samples, {"numeric_grounding": {"treshold": 1}}, "t@1")
@@ -284,3 +284,59 @@ def test_numeric_grounding_reads_table_scales_through_the_shared_quantities():
     bad = get_detector("numeric_grounding").run([sample("자본총계는 5조 1,500억 원입니다.", (table,), "자본총계는?")],
                                                 get_detector("numeric_grounding").params({}), CTX)[0]
     assert ok.pred_binary == "faithful" and bad.pred_binary == "hallucinated" and bad.score > ok.score
+
+
+TABLE_10K = ("Consolidated balance sheet data\nTotal current assets | 1,469,502 | 1,201,334\n"
+             "Total current liabilities | 2,213,556 | 1,980,112\nNet revenue | 5,620 | 5,000")
+ANALYST_Q = ("Looking at the most recent balance sheet and considering the company's short-term obligations, "
+             "working capital position and the liquidity risk discussed by management, what is the current ratio?")
+
+
+def test_an_answer_that_rescales_and_computes_figures_is_grounded_and_a_wrong_computation_is_not():
+    # the table's "(in thousands)" note was cut off; the analyst writes the amounts out and divides them
+    right = "Current assets were $1,469,502,000 against current liabilities of $2,213,556,000, a current ratio of 0.66."
+    wrong = "Current assets were $1,469,502,000 against current liabilities of $2,213,556,000, a current ratio of 0.76."
+    ok = detect("numeric_grounding", sample(right, passages=(TABLE_10K,), query=ANALYST_Q, lang="en"))
+    assert ok.pred_binary == "faithful", ok.rationale
+    assert "ratio of 1,469,502 and 2,213,556" in ok.rationale and "at another scale" not in ok.rationale.split("computed:")[0]
+    bad = detect("numeric_grounding", sample(wrong, passages=(TABLE_10K,), query=ANALYST_Q, lang="en"))
+    assert bad.pred_binary == "hallucinated" and "0.76" in bad.rationale
+    q = "How did net revenue develop?"
+    grew = detect("numeric_grounding", sample("Net revenue grew 12.4% to $5,620 million.", passages=(TABLE_10K,),
+                                              query=q, lang="en"))
+    assert grew.pred_binary == "faithful", grew.rationale
+    # a one-digit percentage is stated too coarsely to be taken for a computation (chance would match it)
+    coarse = detect("numeric_grounding", sample("Net revenue grew 7% to $5,620 million.", passages=(TABLE_10K,),
+                                                query=q, lang="en"))
+    assert coarse.pred_binary == "hallucinated"
+    # the same digits under another scale word are a changed figure, not a restatement
+    scaled = detect("numeric_grounding", sample("Revenue was $1,250 billion.", passages=("Revenue was $1,250 million.",),
+                                                query="What was revenue?", lang="en"))
+    assert scaled.pred_binary == "hallucinated"
+
+
+def test_a_long_question_the_passages_answer_is_no_false_acceptance_but_an_unbacked_answer_is():
+    from finhallu.tasks.detectors.grounding import findings
+
+    answered = "The current ratio is the total current assets of 1,469,502 over total current liabilities of 2,213,556."
+    f = findings(sample(answered, passages=(TABLE_10K,), query=ANALYST_Q, lang="en"))
+    assert f.coverage < 0.5 and f.answer_coverage >= 0.75  # the question is mostly preamble; the answer is all there
+    unbacked = "Management expects the ratio to recover above 1.2 once the bond refinancing closes next spring."
+    g = findings(sample(unbacked, passages=(TABLE_10K,), query=ANALYST_Q, lang="en"))
+    assert g.answer_coverage < 0.5
+    for name in ("lexical_support", "numeric_grounding"):
+        kept = detect(name, sample(answered, passages=(TABLE_10K,), query=ANALYST_Q, lang="en"))
+        assert kept.pred_binary == "faithful", (name, kept.rationale)
+        flagged = detect(name, sample(unbacked, passages=(TABLE_10K,), query=ANALYST_Q, lang="en"))
+        assert flagged.pred_binary == "hallucinated", name
+
+
+def test_one_unbacked_clause_of_a_long_sentence_is_a_claim_of_its_own():
+    from finhallu.tasks.detectors.grounding import claims, sentence_support
+
+    text = ("Hanriver Bancorp reported total deposits of $15.0 billion at December 31, 2024, and the bank plans to "
+            "open forty new branches across three provinces next year.")
+    assert len(claims(text)) == 2
+    support = sentence_support(text, [EN_PASSAGE])
+    assert support[0][1] > 0.8 and support[1][1] < 0.3
+    assert claims("Deposits rose, and loans fell.") == ["Deposits rose, and loans fell."]  # too short to split

@@ -3,7 +3,11 @@
 Everything compares the response with the evidence a deployed checker has: the passages and,
 unless disabled, the dialogue history (and the question itself, which may state a figure).
 - question coverage: can the passages answer the question at all?
-- sentence support: is each response sentence lexically backed by one evidence text?
+- answer coverage: how much of what the response adds to the question do the passages and the
+  history hold? (A long analyst's question is half preamble: its coverage says little, the
+  answer's says whether the evidence holds what was answered.)
+- claim support: is each claim of the response (a sentence, or a clause of a long one) lexically
+  backed by one evidence text? The weakest claim decides.
 - numbers (value + unit), periods and named entities of the response absent from the evidence;
   a number *contradicts* the evidence when an evidence number of the same unit sits in the same
   wording ("...날부터 5개월 이내" vs "...날부터 3개월 이내").
@@ -19,6 +23,7 @@ from functools import lru_cache
 from finhallu.tasks.detectors import Detection, looks_like_refusal
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.derived import derivation, restated_at_scale
 from finhallu.text.quantities import quantities, states_value
 from finhallu.text.sentences import split_sentences
 from finhallu.text.words import content_words
@@ -61,25 +66,57 @@ def query_coverage(query: str, passages: list[str]) -> float:
     return max(len(q & words(p)) / len(q) for p in passages)
 
 
-def sentence_support(response: str, sources: list[str]) -> list[tuple[str, float]]:
-    """Per response sentence: best share of its content words found in one source."""
-    vocab = [words(s) for s in sources]
+_CLAUSE_BREAK = re.compile(r"(?:,\s+(?:and|but|while|whereas|which|although)\s+|;\s+|"
+                           r"(?<=[가-힣])(?:며|고|지만|는데|으며|으나|면서),\s+)")
+
+
+def claims(text: str) -> list[str]:
+    """The response's claims: its sentences, a long one split at clause boundaries where each side
+    says something of its own (four content words or more), so one unbacked clause is not averaged
+    away by a backed one."""
     out = []
-    for sent in sentences(response):
-        words_ = words(sent)
-        if not words_:
-            continue
-        out.append((sent, max((len(words_ & v) / len(words_) for v in vocab), default=0.0)))
+    for sent in sentences(text):
+        parts, start = [], 0
+        for m in _CLAUSE_BREAK.finditer(sent):
+            left = sent[start:m.start()]
+            if len(words(left)) >= 4 and len(words(sent[m.end():])) >= 4:
+                parts.append(left)
+                start = m.end()
+        out += parts + [sent[start:]]
     return out
 
 
-def answer_relevance(question: str, response: str) -> float:
-    """Share of the question's content words that the response takes up (does it answer *this* question?).
-    A short answer (a span such as "$150 million") need not repeat the question: 1.0 below 5 content words."""
+def sentence_support(response: str, sources: list[str]) -> list[tuple[str, float]]:
+    """Per claim of the response: best share of its content words found in one source."""
+    vocab = [words(s) for s in sources]
+    out = []
+    for claim in claims(response):
+        words_ = words(claim)
+        if not words_:
+            continue
+        out.append((claim, max((len(words_ & v) / len(words_) for v in vocab), default=0.0)))
+    return out
+
+
+def answer_coverage(question: str, response: str, sources: list[str]) -> float:
+    """Share of the response's content words beyond the question's that some source holds
+    (1.0 when the response adds no word of its own). Figures are left to the number checks: a
+    computed or rescaled one is not written in the evidence as it is in the answer. One pseudo-word
+    held smooths the share, so that one unmatched word of a three-word answer is not a verdict."""
+    added = {w for w in words(response) - words(question) if not w[0].isdigit()}
+    held = frozenset().union(*(words(s) for s in sources)) if sources else frozenset()
+    return (len(added & held) + 1) / (len(added) + 1)
+
+
+def answer_relevance(question: str, response: str, enough: int = 6) -> float:
+    """How much of the question the response takes up (does it answer *this* question?): shared
+    content words over the question's, or over `enough` for a long question (an analyst's preamble
+    is not repeated in an answer). A short answer (a span such as "$150 million") need not repeat
+    the question: 1.0 below 5 content words."""
     q, r = words(question), words(response)
     if not q or len(r) < 5:
         return 1.0
-    return len(q & r) / len(q)
+    return min(1.0, len(q & r) / min(len(q), enough))
 
 
 # ---- numbers ------------------------------------------------------------------------------------
@@ -101,31 +138,70 @@ def anchored_numbers(text: str) -> tuple[AnchoredNumber, ...]:
             continue
         key = next(iter(keys))
         unit = re.sub(r"^[\d.]+", "", key)
-        around = text[max(0, span.start - 30):span.start] + " " + text[span.end:span.end + 12]
+        # the wording around it, within its line: a table row's figure is not of the next row's label
+        before, after = text[max(0, span.start - 30):span.start], text[span.end:span.end + 12]
+        around = before.rsplit("\n", 1)[-1] + " " + after.split("\n", 1)[0]
         out.append(AnchoredNumber(key, unit, span.raw.strip(), frozenset(w for w in words(around) if not w[0].isdigit())))
     return tuple(out)
 
 
-def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """(numbers absent from the evidence, [(response number, evidence number it contradicts)]).
+def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+    """(numbers absent from the evidence, [(response number, evidence number it contradicts)],
+    [how each computed or rescaled figure follows from the evidence]).
 
     A response figure is present when an evidence text states it at its own scale (text/quantities:
     a table's "(단위: 백만원)" or "(in millions)" note, 억/조 and million/billion words, rounding
-    to the stated precision), so "4조 1,500억 원" is found in "자본총계 | 4,150,000" under 백만원."""
+    to the stated precision), so "4조 1,500억 원" is found in "자본총계 | 4,150,000" under 백만원;
+    or when it restates an evidence figure at another scale, digits kept, or computes it from the
+    evidence figures the answer is about (text/derived). A figure that an evidence figure of the same
+    unit in the same wording contradicts is never excused as computed."""
     ev_numbers = [n for t in evidence for n in anchored_numbers(t)]
     ev_keys = {n.key for n in ev_numbers}
-    stated = {q.raw.strip() for q in quantities(response) if any(states_value(t, q) for t in evidence)}
-    missing, contradicted = [], []
+    ev_quantities = [q for t in evidence for q in quantities(t)]
+    mine = {q.raw.strip(): q for q in quantities(response)}
+    stated = {raw for raw, q in mine.items() if any(states_value(t, q) for t in evidence)}
+    # the evidence figures the answer states itself: the operands an analyst's computation shows
+    operands = [e for e in ev_quantities if any(e.same_as(q) for raw, q in mine.items() if raw in stated)]
+    missing, contradicted, derived = [], [], []
     for n in anchored_numbers(response):
         if n.key in ev_keys or n.raw in stated or n.raw in [m for m, _ in contradicted] + missing:
+            continue
+        q = mine.get(n.raw)
+        rescaled = restated_at_scale(q, ev_quantities) if q else None
+        if rescaled is not None:  # before the rivals: the rescaled figure is one of them
+            operands.append(rescaled)
+            derived.append(f"{n.raw}: {rescaled.raw.strip()} at another scale")
             continue
         rivals = [e for e in ev_numbers if e.unit == n.unit and e.key != n.key and len(e.anchors & n.anchors) >= 2]
         if rivals:
             best = max(rivals, key=lambda e: len(e.anchors & n.anchors))
             contradicted.append((n.raw, best.raw))
+            continue
+        how = derivation(q, operands + _about(words(_clause(response, q.start, q.end)), evidence)) if q else None
+        if how:
+            derived.append(f"{n.raw}: {how}")
         else:
             missing.append(n.raw)
-    return missing, contradicted
+    return missing, contradicted, derived
+
+
+def _clause(text: str, start: int, end: int) -> str:
+    """The line or sentence around text[start:end] (a table row is one line)."""
+    left = max(text.rfind("\n", 0, start), text.rfind(". ", 0, start))
+    right = [i for i in (text.find("\n", end), text.find(". ", end)) if i >= 0]
+    return text[left + 1:min(right) if right else len(text)]
+
+
+def _about(topic: frozenset, evidence: list[str], limit: int = 4) -> list:
+    """The evidence figures whose line or sentence shares most content words with `topic` (at most
+    `limit`, each sharing at least one): what a computed figure is computed from."""
+    scored = []
+    for t in evidence:
+        for q in quantities(t):
+            shared = len(topic & words(_clause(t, q.start, q.end)))
+            if shared:
+                scored.append((-shared, len(scored), q))
+    return [q for _, _, q in sorted(scored, key=lambda x: x[:2])[:limit]]
 
 
 # ---- periods and named entities -----------------------------------------------------------------
@@ -229,9 +305,11 @@ def modifier_flips(response: str, evidence: list[str]) -> list[tuple[str, str]]:
 class Findings:
     refusal: bool
     coverage: float  # question coverage by the best passage
+    answer_coverage: float = 1.0  # share of the response's own words the passages and history hold
     support: list[tuple[str, float]] = field(default_factory=list)  # (sentence, best lexical support)
     missing_numbers: list[str] = field(default_factory=list)
     contradicted: list[tuple[str, str]] = field(default_factory=list)
+    derived_numbers: list[str] = field(default_factory=list)  # figures computed or rescaled from the evidence
     missing_entities: list[str] = field(default_factory=list)
     missing_periods: list[str] = field(default_factory=list)
     flips: list[tuple[str, str]] = field(default_factory=list)
@@ -267,13 +345,20 @@ def _findings(response: str, passages: tuple[str, ...], evidence: tuple[str, ...
     if f.refusal:
         return f
     f.support = sentence_support(response, evidence)
-    f.missing_numbers, f.contradicted = number_findings(response, evidence)
+    f.missing_numbers, f.contradicted, f.derived_numbers = number_findings(response, evidence)
     f.n_numbers = len(number_keys(response))
     f.missing_entities = absent(named_entities(response), evidence)
     f.missing_periods = absent(periods(response), evidence)
     f.flips = modifier_flips(response, evidence)
     f.relevance = answer_relevance(question, response)
+    f.answer_coverage = answer_coverage(question, response, sources)
     return f
+
+
+def unanswerable_answer(f: Findings, coverage_threshold: float, answer_threshold: float) -> bool:
+    """An answer to a question the passages do not cover, saying what they do not hold (False
+    Acceptance): both, since a long question's coverage is low even where the passages answer it."""
+    return f.coverage < coverage_threshold and f.answer_coverage < answer_threshold
 
 
 def refusal_detection(f: Findings, coverage_threshold: float) -> Detection:

@@ -1,8 +1,14 @@
-"""learned: a scikit-learn classifier over the other detectors' outputs and simple evidence features.
+"""learned: a scikit-learn classifier over the other detectors' outputs and evidence features.
 
-Fits on the `train_split` samples' labels (the only detector that sees labels, and only those),
-chooses its decision threshold by best F1 on `tune_split` when that split exists (else 0.5),
-and scores every other sample; training rows get no detection, so its metrics are out-of-sample.
+Features: every feature detector's score and flag; the grounding measures (question and answer
+coverage, weakest and mean claim support, numbers absent, contradicted and computed, names and
+periods absent, modifier flips, relevance); and the trivial baselines' own features (length,
+novel-token share, verbatim copy), so that it can only add to what they give away.
+Fits on the `train_split` samples' labels (the only detector that sees labels, and only those);
+`model: auto` fits logistic regression and gradient boosting and keeps the one with the better
+ROC-AUC on `tune_split`; the decision threshold maximizes `threshold_metric` (f1 or accuracy) on
+`tune_split` when that split exists (else 0.5). Every other sample is scored; training rows get no
+detection, so its metrics are out-of-sample.
 Three models share the features: binary (hallucinated?), 4-class and hallucination type
 (fit on the hallucinated train samples); the 4-class and type predictions are kept consistent
 with the binary decision. Deterministic (lbfgs logistic regression; seeded gradient boosting).
@@ -22,8 +28,12 @@ GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
 
 
 def evidence_features(sample: dict) -> dict[str, float]:
+    from finhallu.tasks.detectors.baselines import not_verbatim, novel_token_share
+
     f = findings(sample)
     return {
+        "answer_coverage": f.answer_coverage, "computed_numbers": len(f.derived_numbers), "claims": len(f.support),
+        "novel_tokens": novel_token_share(sample), "not_verbatim": not_verbatim(sample),
         "refusal": float(f.refusal), "coverage": f.coverage, "relevance": f.relevance, "min_support": f.min_support,
         "mean_support": f.mean_support, "missing_numbers": len(f.missing_numbers), "contradicted": len(f.contradicted),
         "missing_entities": len(f.missing_entities), "missing_periods": len(f.missing_periods), "flips": len(f.flips),
@@ -56,7 +66,7 @@ def _model(kind: str, seed: int, C: float):
         return make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000, class_weight="balanced"))
     if kind == "gbdt":
         return GradientBoostingClassifier(n_estimators=150, max_depth=2, learning_rate=0.1, random_state=seed)
-    raise ValueError(f"learned: model must be logreg or gbdt, got {kind!r}")
+    raise ValueError(f"learned: model must be logreg, gbdt or auto, got {kind!r}")
 
 
 def _fit(kind: str, seed: int, C: float, X: np.ndarray, y: np.ndarray):
@@ -75,8 +85,14 @@ def _pick(probs: np.ndarray, classes: np.ndarray, allowed: tuple[str, ...], fall
     return max(options)[1] if options else fallback
 
 
-@register_detector("learned", batch=True, version="1", features=FEATURE_DETECTORS, evidence_features=True,
-                   model="logreg", C=1.0, train_split="train", tune_split="valid", seed=0)
+def _auc(y: np.ndarray, p: np.ndarray) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, p)) if len(np.unique(y)) == 2 else 0.5
+
+
+@register_detector("learned", batch=True, version="2", features=FEATURE_DETECTORS, evidence_features=True,
+                   model="auto", C=1.0, train_split="train", tune_split="valid", threshold_metric="f1", seed=0)
 def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     split = np.array([s.get("split") for s in samples])
     train = split == params["train_split"]
@@ -84,16 +100,24 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     if train.sum() < 4 or len(np.unique(y_bin[train])) < 2:
         raise ValueError(f"learned: needs labelled samples of both classes in split {params['train_split']!r}; "
                          f"found {int(train.sum())} train samples ({int(y_bin[train].sum())} hallucinated)")
+    if params["threshold_metric"] not in ("f1", "accuracy"):
+        raise ValueError(f"learned: threshold_metric must be f1 or accuracy, got {params['threshold_metric']!r}")
     X, names = feature_matrix(samples, params, ctx)
-    kind, seed, C = params["model"], params["seed"], params["C"]
-    binary, _ = _fit(kind, seed, C, X[train], y_bin[train])
-    p_hallu = binary.predict_proba(X)[:, list(binary.classes_).index(True)]
+    seed, C = params["seed"], params["C"]
     tune = split == params["tune_split"]
+    kinds = ("logreg", "gbdt") if params["model"] == "auto" else (params["model"],)
+    fitted = []
+    for k in kinds:
+        model, _ = _fit(k, seed, C, X[train], y_bin[train])
+        p = model.predict_proba(X)[:, list(model.classes_).index(True)]
+        fitted.append((_auc(y_bin[tune], p[tune]) if tune.any() else 0.5, -len(fitted), k, model, p))
+    _, _, kind, binary, p_hallu = max(fitted, key=lambda x: x[:2])  # ties keep the first (logreg)
     threshold = 0.5
     if tune.any() and len(np.unique(y_bin[tune])) == 2:
         from finhallu.tasks.metrics import best_threshold
 
-        threshold = best_threshold(np.where(y_bin[tune], "hallucinated", "faithful"), p_hallu[tune], GRID)
+        threshold = best_threshold(np.where(y_bin[tune], "hallucinated", "faithful"), p_hallu[tune], GRID,
+                                   params["threshold_metric"])
     y4 = np.array([s.get("label_4class") for s in samples])
     four, four_classes = _fit(kind, seed, C, X[train], y4[train])
     hallu_train = train & y_bin

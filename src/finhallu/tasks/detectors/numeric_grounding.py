@@ -2,20 +2,23 @@
 
 Evidence = the passages and (unless `use_history: false`) the dialogue history and question.
 Figures are compared as quantities (text/quantities: scale notes, 억/조 and million words, rounding),
-so a table value in 백만원 or "(in millions)" grounds the same amount written out in the response.
+so a table value in 백만원 or "(in millions)" grounds the same amount written out in the response;
+a figure restated at another scale or computed from the evidence figures it is about (a ratio,
+share, change, sum or difference: text/derived) is grounded too.
 A number that an evidence number of the same unit *contradicts* (same wording, other value)
 flags a Contradictory response; a number, period or name found nowhere flags it Unverifiable.
 Refusals are judged by whether the passages cover the question; an answer over passages that
-do not cover the question is flagged as False Acceptance.
+do not cover the question, saying what they do not hold, is flagged as False Acceptance.
 """
 
 from __future__ import annotations
 
 from finhallu.tasks.detectors import Detection, register_detector
-from finhallu.tasks.detectors.grounding import findings, refusal_detection
+from finhallu.tasks.detectors.grounding import findings, refusal_detection, unanswerable_answer
 
 
-@register_detector("numeric_grounding", version="3", coverage_threshold=0.5, use_history=True, max_passages=None)
+@register_detector("numeric_grounding", version="4", coverage_threshold=0.5, answer_threshold=0.7, use_history=True,
+                   max_passages=None)
 def detect(sample: dict, params: dict, ctx=None) -> Detection:
     f = findings(sample, use_history=params["use_history"], max_passages=params["max_passages"])
     if f.refusal:
@@ -32,8 +35,10 @@ def detect(sample: dict, params: dict, ctx=None) -> Detection:
         what = f.missing_periods + f.missing_entities
         return Detection(min(0.95, 0.62 + 0.05 * len(what)), "hallucinated", "hallucination", "unverifiable",
                          f"periods/names not in the evidence: {', '.join(what[:4])}")
-    if f.coverage < params["coverage_threshold"]:
+    if unanswerable_answer(f, params["coverage_threshold"], params["answer_threshold"]):
         return Detection(0.5 + 0.5 * (1.0 - f.coverage), "hallucinated", "hallucination", "false_acceptance",
-                         f"answer although the passages cover only {f.coverage:.0%} of the question")
-    return Detection(0.45 * (1.0 - f.coverage), "faithful", "faithful_answer", None,
-                     f"all {f.n_numbers} numbers, periods and names grounded; question coverage {f.coverage:.0%}")
+                         f"answer although the passages cover only {f.coverage:.0%} of the question and hold "
+                         f"{f.answer_coverage:.0%} of what the response adds to it")
+    computed = f"; computed: {'; '.join(f.derived_numbers[:3])}" if f.derived_numbers else ""
+    return Detection(0.45 * (1.0 - f.answer_coverage), "faithful", "faithful_answer", None,
+                     f"all {f.n_numbers} numbers, periods and names grounded{computed}; question coverage {f.coverage:.0%}")
