@@ -7,7 +7,7 @@ Prints, per stage: calls that reached the server, seconds, achieved calls/s, and
 concurrency-bound floor (calls x latency / concurrency) with the share reached; then the whole
 build against the sum of the floors, and the dry run's estimate against the actual calls and tokens.
 
-    .venv/bin/python benchmarks/llm_path.py [--latency 0.5] [--concurrency 32] [--profile paper]
+    .venv/bin/python benchmarks/llm_path.py [--latency 0.5] [--concurrency 32] [--profile paper] [--keep HOME]
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--profile", default="paper")
+    ap.add_argument("--keep", type=Path, help="build into this home and keep it (its llm_calls hold each call's timing)")
     ap.add_argument("--model", choices=("replay", "scripted"), default="replay",
                     help="replay: the server answers as the dry run's rules did; scripted: the stub's canned answers")
     args = ap.parse_args()
@@ -77,7 +78,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, StubLLM(latency_s=args.latency) as stub:
         tmp = Path(tmp)
         profile = stub_profile(tmp, stub, args.profile, args.concurrency)
-        home = tmp / "home"
+        home = args.keep or tmp / "home"
         answers: dict[str, str] = {}
         t_dry = time.monotonic()
         estimate = dry_run(load_config(profile), answers=answers).to_json()

@@ -459,3 +459,29 @@ def test_random_faults_are_seeded_and_per_request():
     assert 0.2 < share < 0.4 and set(draws[0]) - {None} == {"429", "500", "timeout", "html", "truncated", "schema"}
     with pytest.raises(ValueError):
         StubLLM(fault_kinds=("404",))
+
+
+def test_shared_result_computes_once_for_callers_in_flight_together():
+    import threading
+
+    from finhallu.llm.parallel import shared_result
+
+    calls, entered, release = [], threading.Event(), threading.Event()
+
+    @shared_result(maxsize=8)
+    def facts(chunk: str) -> tuple:
+        calls.append(chunk)
+        entered.set()
+        release.wait(10)  # the first caller holds the computation while the others arrive
+        return (chunk.upper(),)
+
+    out: list = []
+    threads = [threading.Thread(target=lambda: out.append(facts("a"))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    entered.wait(10)
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert out == [("A",)] * 8 and calls == ["a"]
+    assert facts(chunk="b") == ("B",) and calls == ["a", "b"]

@@ -11,6 +11,8 @@ order, and items share no RNG, so a stage's output never depends on which call f
 from __future__ import annotations
 
 import contextvars
+import functools
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable, Iterable, Sequence, TypeVar
 
@@ -64,3 +66,30 @@ def map_items(fn: Callable[[T], R], items: Sequence[T], router, roles: Iterable[
                 fut.cancel()  # items not started yet; running ones stop at their next call (the runtime's stop)
             raise
     return results
+
+
+def shared_result(maxsize: int = 512):
+    """lru_cache for a pure function that items in flight together call with the same arguments
+    (the validations of one chunk's questions all read its facts): the first caller computes, the
+    others wait for its result. A plain lru_cache lets every one of them compute it."""
+    def deco(fn):
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+        pending: dict = {}
+        guard = threading.Lock()
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            key = (args, tuple(sorted(kwargs.items())))
+            with guard:
+                lock = pending.setdefault(key, threading.Lock())
+            with lock:
+                try:
+                    return cached(*args, **kwargs)
+                finally:
+                    with guard:
+                        pending.pop(key, None)
+
+        wrapper.cache_clear = cached.cache_clear
+        return wrapper
+
+    return deco

@@ -34,9 +34,19 @@ def split_english(text: str) -> list[str]:
     return [s for s in out if s]
 
 
+_load_lock = threading.Lock()
+
+
 @lru_cache(maxsize=1)
 def kiwi():
-    """The process-wide Kiwi analyser (loaded on first use)."""
+    """The process-wide Kiwi analyser (loaded on first use, once: threads of an LLM stage that
+    need it together wait for the first load instead of each loading their own)."""
+    with _load_lock:
+        return _load_kiwi()
+
+
+@lru_cache(maxsize=1)
+def _load_kiwi():
     from kiwipiepy import Kiwi
 
     return Kiwi()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from functools import lru_cache
 from decimal import Decimal
 from itertools import combinations
 
@@ -23,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
-from finhallu.llm.parallel import map_items
+from finhallu.llm.parallel import map_items, shared_result
 from finhallu.llm.router import LLMRouter
 from finhallu.tasks.base import stable_id
 from finhallu.tasks.seeds.alignment import label_named
@@ -67,7 +66,7 @@ class ScoresOut(BaseModel):
 
 # ---- what a chunk states (the rules generators read it like the triplet extractor) ----------
 
-@lru_cache(maxsize=512)  # generators, answerers and the validator all read the same chunk
+@shared_result(maxsize=512)  # generators, answerers and the validators (in flight together) read the same chunk
 def chunk_facts(chunk: str, company: str, lang: str, fiscal_year: int | None, report_kind: str,
                 current_term: int | None, scale_note: str | None) -> tuple[TripletItem, ...]:
     """Value triplets of a chunk with a known value and period: what a rules generator can ask about."""
