@@ -146,8 +146,9 @@ def test_eval_external_cli_end_to_end(tmp_path):
     home = tmp_path / "home"
     data = tmp_path / "rt"
     shutil.copytree(FIX / "ragtruth", data)
+    extra = f"jsonl:{FIX / 'generic' / 'samples.jsonl'}"  # the learned detector also trains on every row of it
     proc = run_cli("eval-external", "--format", "ragtruth", "--path", str(data), "--detector", "numeric_grounding",
-                   "--detector", "learned", "--detector", "llm_judge", "--json", home=home, timeout=400)
+                   "--detector", "learned", "--detector", "llm_judge", "--train-on", extra, "--json", home=home, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["dataset"] == "ragtruth" and out["samples"] == 36 and set(out["metrics"]) == {
@@ -163,8 +164,26 @@ def test_eval_external_cli_end_to_end(tmp_path):
         assert con.execute("SELECT count(*) FROM external_samples_all").fetchone()[0] == 36
         cfg = json.loads(con.execute("SELECT detector_config FROM detections_all WHERE detector='llm_judge' LIMIT 1").fetchone()[0])
         assert cfg["backend"] == "offline:rules"
+        why, lcfg = con.execute("SELECT rationale, detector_config FROM detections_all WHERE detector='learned' LIMIT 1").fetchone()
+        assert f"27 of them from {extra}" in why  # the jsonl fixture's 27 rows joined the ragtruth train split
+        assert len(json.loads(lcfg)["params"]["train_on_sha256"]) == 16
     finally:
         con.close()
     bad = run_cli("eval-external", "--format", "jsonl", "--path", str(tmp_path / "missing.jsonl"), home=home, timeout=120)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+    wrong = run_cli("eval-external", "--format", "ragtruth", "--path", str(data), "--detector", "learned",
+                    "--train-on", "fiqa:" + str(data), home=home, timeout=120)
+    assert wrong.returncode == 2 and "train_on must be FORMAT:PATH" in wrong.stderr and len(wrong.stderr.splitlines()) == 1
     assert np.isfinite(out["metrics"]["learned"]["all"]["binary_accuracy"]["value"])
+
+
+def test_learned_trains_on_an_external_set_where_the_evaluated_one_has_no_train_split():
+    rows = [{**r, "split": "test" if r["split"] == "train" else r["split"]}
+            for r in load_external("halueval-qa", CASES["halueval-qa"]).to_dicts()]
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    with pytest.raises(ValueError, match="needs labelled samples"):
+        run_detectors(frame, {"learned": {}}, "x", DetectorContext())
+    extra = f"jsonl:{CASES['jsonl']}"
+    got = run_detectors(frame, {"learned": {"train_on": extra}}, "x", DetectorContext())
+    assert got.height == frame.height  # no own train rows: every sample is scored
+    assert all(f"27 of them from {extra}" in w for w in got["rationale"])

@@ -182,6 +182,10 @@ def cmd_evaluate(args) -> int:
 
 def cmd_eval_external(args) -> int:
     problem = config_problem(args.profile, None, args.detector)
+    if not problem and args.train_on:
+        from finhallu.tasks.detectors import detector_problem
+
+        problem = detector_problem("learned", {"train_on": args.train_on})
     if problem:
         print(f"finhallu eval-external: {problem}", file=sys.stderr)
         return 2
@@ -193,7 +197,7 @@ def cmd_eval_external(args) -> int:
         ready()
         try:
             out = run_eval_external(_home(args), args.format, args.path, detectors=args.detector, profile=args.profile,
-                                    dataset=args.name, limit=args.limit, wait_s=args.wait)
+                                    dataset=args.name, limit=args.limit, wait_s=args.wait, train_on=args.train_on)
         except (FileNotFoundError, ValueError, MissingKeyError) as exc:  # unreadable input (names the record), or no key
             print(f"eval-external: {exc}", file=sys.stderr)
             return 2
@@ -603,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--detector", action="append", help="detector name (repeatable; default: the profile's)")
     x.add_argument("--name", help="dataset name recorded in the results (default: the format's)")
     x.add_argument("--limit", type=int, help="read only the first N samples")
+    x.add_argument("--train-on", metavar="FORMAT:PATH",
+                   help="a labelled set (any --format) the learned detector also trains on, every row of it")
     x.add_argument("--profile", default="demo", help="profile whose detector parameters and LLM roles apply")
     x.add_argument("--wait", type=float, default=0.0)
     x.add_argument("--json", action="store_true", help="print the result as JSON")

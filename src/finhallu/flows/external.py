@@ -83,12 +83,19 @@ def summarize(metrics: pl.DataFrame) -> dict:
 
 def run_eval_external(home: str | Path, fmt: str, path: str | Path, detectors: list[str] | None = None,
                       profile: str = "demo", dataset: str | None = None, limit: int | None = None,
-                      wait_s: float = 0.0) -> dict:
+                      wait_s: float = 0.0, train_on: str | None = None) -> dict:
+    """train_on: FORMAT:PATH of a labelled set whose every row the learned detector also trains on
+    (its content hash enters the detector's parameters, so the cached detections follow the files)."""
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     cfg = load_config(profile)
     chosen = detectors or list(cfg.detect.detectors)
     selected = {d: cfg.detect.detectors.get(d, {}) for d in chosen}
+    if train_on:
+        if "learned" not in selected:
+            raise ValueError("--train-on trains the learned detector: select it (--detector learned)")
+        digest = files_digest(Path(train_on.partition(":")[2]).expanduser())
+        selected["learned"] = {**(selected["learned"] or {}), "train_on": train_on, "train_on_sha256": digest}
     check_role_keys(cfg, only=("detect",))
     frame = load_external(fmt, path, dataset, limit)
     name = frame["dataset"][0]
