@@ -94,7 +94,9 @@ def run_eval_external(home: str | Path, fmt: str, path: str | Path, detectors: l
     if train_on:
         if "learned" not in selected:
             raise ValueError("--train-on trains the learned detector: select it (--detector learned)")
-        digest = files_digest(Path(train_on.partition(":")[2]).expanduser())
+        from finhallu.tasks.detectors.learned import split_spec
+
+        digest = files_digest(Path(split_spec(train_on)[1]).expanduser())
         selected["learned"] = {**(selected["learned"] or {}), "train_on": train_on, "train_on_sha256": digest}
     check_role_keys(cfg, only=("detect",))
     frame = load_external(fmt, path, dataset, limit)

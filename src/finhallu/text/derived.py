@@ -22,16 +22,12 @@ from decimal import Decimal
 from itertools import permutations
 from typing import Iterable
 
+from finhallu.text.numbers import significant_digits
 from finhallu.text.quantities import Quantity, compatible
 
 _SCALES = (Decimal(10) ** 3, Decimal(10) ** 6, Decimal(10) ** 9)
 _HUNDRED = Decimal(100)
 MAX_RELATIVE_PRECISION = Decimal("0.01")
-
-
-def significant_digits(value: Decimal) -> int:
-    digits = str(abs(value).normalize()).replace(".", "").lstrip("0")
-    return len(digits.rstrip("0")) if "E" not in digits else len(digits.split("E")[0].rstrip("0"))
 
 
 _SCALE_WORD = re.compile(r"[조억만천]|thousand|million|billion|trillion", re.IGNORECASE)
@@ -55,7 +51,7 @@ def restated_at_scale(q: Quantity, evidence: Iterable[Quantity]) -> Quantity | N
     for e in evidence:
         if not e.value or not compatible(e.unit, q.unit):
             continue
-        if _digits(e.raw) == _digits(q.raw) and len(_digits(e.raw).replace(".", "").rstrip("0")) >= 3 \
+        if _digits(e.raw) and _digits(e.raw) == _digits(q.raw) and significant_digits(Decimal(_digits(e.raw))) >= 3 \
                 and _names_scale(e) != _names_scale(q):  # "$1,250 million" vs "$1,250 billion" is a changed figure
             return e
         if significant_digits(e.stated) < 4:

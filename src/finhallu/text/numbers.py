@@ -66,6 +66,12 @@ def parse_number(raw: str) -> Decimal | None:
     return total + group
 
 
+def significant_digits(value: Decimal) -> int:
+    """Digits of a figure without leading or trailing zeros: 4,150,000 -> 3, 0.66 -> 2, 100.5 -> 4."""
+    digits = str(abs(value).normalize()).replace(".", "").lstrip("0")
+    return len(digits.split("E")[0].rstrip("0"))
+
+
 def format_decimal(v: Decimal) -> str:
     if v == v.to_integral_value():
         return str(int(v))

@@ -163,6 +163,7 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
     # the evidence figures the answer states itself: the operands an analyst's computation shows
     operands = [e for e in ev_quantities if any(e.same_as(q) for raw, q in mine.items() if raw in stated)]
     missing, contradicted, derived = [], [], []
+    figures: list | None = None  # (evidence figure, words of its line or sentence), read once when needed
     for n in anchored_numbers(response):
         if n.key in ev_keys or n.raw in stated or n.raw in [m for m, _ in contradicted] + missing:
             continue
@@ -177,7 +178,9 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
             best = max(rivals, key=lambda e: len(e.anchors & n.anchors))
             contradicted.append((n.raw, best.raw))
             continue
-        how = derivation(q, operands + _about(words(_clause(response, q.start, q.end)), evidence)) if q else None
+        if q is not None and figures is None:
+            figures = [(e, words(_clause(t, e.start, e.end))) for t in evidence for e in quantities(t)]
+        how = derivation(q, operands + _about(words(_clause(response, q.start, q.end)), figures)) if q else None
         if how:
             derived.append(f"{n.raw}: {how}")
         else:
@@ -192,16 +195,12 @@ def _clause(text: str, start: int, end: int) -> str:
     return text[left + 1:min(right) if right else len(text)]
 
 
-def _about(topic: frozenset, evidence: list[str], limit: int = 4) -> list:
-    """The evidence figures whose line or sentence shares most content words with `topic` (at most
-    `limit`, each sharing at least one): what a computed figure is computed from."""
-    scored = []
-    for t in evidence:
-        for q in quantities(t):
-            shared = len(topic & words(_clause(t, q.start, q.end)))
-            if shared:
-                scored.append((-shared, len(scored), q))
-    return [q for _, _, q in sorted(scored, key=lambda x: x[:2])[:limit]]
+def _about(topic: frozenset, figures: list, limit: int = 4) -> list:
+    """Of (evidence figure, words of its line or sentence), the figures whose wording shares most
+    content words with `topic` (at most `limit`, each sharing at least one): what a computed figure
+    is computed from."""
+    scored = [(-len(topic & ws), k, e) for k, (e, ws) in enumerate(figures) if topic & ws]
+    return [e for _, _, e in sorted(scored, key=lambda x: x[:2])[:limit]]
 
 
 # ---- periods and named entities -----------------------------------------------------------------

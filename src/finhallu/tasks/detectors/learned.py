@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from finhallu.tasks.detectors import Detection, register_detector
+from finhallu.tasks.detectors.baselines import not_verbatim, novel_token_share
 from finhallu.tasks.detectors.grounding import findings
 
 FEATURE_DETECTORS = ["numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability"]
@@ -30,8 +31,6 @@ GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
 
 
 def evidence_features(sample: dict) -> dict[str, float]:
-    from finhallu.tasks.detectors.baselines import not_verbatim, novel_token_share
-
     f = findings(sample)
     return {
         "answer_coverage": f.answer_coverage, "computed_numbers": len(f.derived_numbers), "claims": len(f.support),
@@ -93,8 +92,9 @@ def _pick(probs: np.ndarray, classes: np.ndarray, allowed: tuple[str, ...], fall
     return max(options)[1] if options else fallback
 
 
-def _split_spec(spec: str) -> tuple[str, str]:
-    fmt, sep, path = (spec or "").partition(":")
+def split_spec(spec: str) -> tuple[str, str]:
+    """FORMAT:PATH -> (format, path)."""
+    fmt, _, path = (spec or "").partition(":")
     return fmt, path
 
 
@@ -107,7 +107,7 @@ def _preflight(params: dict) -> str | None:
 
     from finhallu.tasks.external import formats
 
-    fmt, path = _split_spec(params["train_on"])
+    fmt, path = split_spec(params["train_on"])
     if fmt not in formats() or not path:
         return f"learned: train_on must be FORMAT:PATH with FORMAT one of {formats()}, got {params['train_on']!r}"
     if not Path(path).expanduser().exists():
@@ -121,7 +121,7 @@ def extra_training(params: dict, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarra
         return None
     from finhallu.tasks.external import load_external
 
-    rows = load_external(*_split_spec(params["train_on"])).to_dicts()
+    rows = load_external(*split_spec(params["train_on"])).to_dicts()
     X, _ = feature_matrix(rows, params, ctx, shared=False)
     return (X, np.array([r["label_binary"] == "hallucinated" for r in rows]), np.array([r["label_4class"] for r in rows]),
             np.array([r.get("hallu_type") or "none" for r in rows]))

@@ -20,6 +20,7 @@ import polars as pl
 
 from finhallu.tasks.seeds.values import Period
 from finhallu.text.normalize import normalize
+from finhallu.text.numbers import significant_digits
 from finhallu.text.words import content_words
 
 _HANGUL = re.compile("[가-힣]")
@@ -48,11 +49,6 @@ def label_similarity(a: str, b: str) -> float:
 def _label_key(label: str) -> str:
     """Labels that name the same line item alike: no spacing, punctuation or footnote marks."""
     return re.sub(r"[^가-힣a-z0-9]", "", normalize(label or ""))
-
-
-def significant_digits(number: Decimal) -> int:
-    digits = str(abs(number)).replace(".", "").strip("0")
-    return len(digits)
 
 
 def _fact_period(start: str | None, end: str | None, instant: bool) -> Period | None:
