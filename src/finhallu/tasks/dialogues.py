@@ -7,8 +7,8 @@ never one whose answer an assistant response already stated — and when none ke
 coherent it writes a new question from the current passage (`write_question`); past turn 4 a
 reconfirm turn may ask the assistant to verify an earlier statement. The same call that picks or
 writes a question says it as a context-dependent utterance (ellipsis, coreference after the
-previous turn; the standalone form stays the retrieval key): one user call per turn. The assistant LLM answers from the gold passage and
-clue only (`answer_turn`); unanswerable questions get a refusal (`refuse_turn`) over a context
+previous turn; the standalone form stays the retrieval key): one user call per turn. The
+assistant LLM answers from the gold passage and clue only (`answer_turn`); unanswerable questions get a refusal (`refuse_turn`) over a context
 made entirely of hard negatives. Retrieval is fresh per turn (top-K, K as the retrieve stage used
 it). Everything is seeded per document and dialogue.
 """
