@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import run_cli  # noqa: E402
 
-from finhallu.tasks.detect import run_detectors  # noqa: E402
-from finhallu.tasks.detectors import DetectorContext  # noqa: E402
-from finhallu.tasks.detectors.baselines import BASELINES  # noqa: E402
+from finhallu.stages.detect import run_detectors  # noqa: E402
+from finhallu.detectors import DetectorContext  # noqa: E402
+from finhallu.detectors.baselines import BASELINES  # noqa: E402
 
 DETECTORS = ("numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge",
              "learned")
@@ -88,7 +88,7 @@ def main() -> int:
     ap.add_argument("--no-fixtures", action="store_true")
     ap.add_argument("--splits", default="test", help="evaluation splits of the benchmark (comma-separated)")
     args = ap.parse_args()
-    from finhallu.tasks.external import load_external
+    from finhallu.external import load_external
 
     with tempfile.TemporaryDirectory() as tmp:
         home = args.home

@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 
-from finhallu.config import ChunkConfig, IngestConfig, SourceConfig
-from finhallu.tasks import chunking, ingest
-from finhallu.tasks.base import StageContext
+from finhallu.stages.chunk import ChunkConfig
+from finhallu.stages.ingest import IngestConfig, SourceConfig
+from finhallu.stages import chunk as chunking
+from finhallu.stages import ingest
+from finhallu.stages.base import StageContext
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("FINHALLU_FIXTURES", ROOT.parent / "shared" / "data"))
@@ -46,8 +48,8 @@ _SYMBOL_ONLY = {"$", "%", ")", "%)", "($"}
 def table_quality(documents) -> tuple[int, int, int, int]:
     """(tables, with a symbol-only cell, with a value column under an empty header, with either):
     the two symptoms of columns shifted off their periods."""
-    from finhallu.tasks.sources.filing_tables import is_value
-    from finhallu.tasks.sources.tables import parse_markdown_table
+    from finhallu.sources.filing_tables import is_value
+    from finhallu.sources.tables import parse_markdown_table
 
     tables = symbols = unlabelled = shifted = 0
     for blocks in documents["blocks"].to_list():

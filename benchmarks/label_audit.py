@@ -23,7 +23,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from finhallu.tasks.labelcheck.audit import audit_samples  # noqa: E402
+from finhallu.labelcheck.audit import audit_samples  # noqa: E402
 
 
 def report(home: Path) -> int:

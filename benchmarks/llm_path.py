@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from conftest import run_cli  # noqa: E402
 
 from finhallu.config import load_config  # noqa: E402
-from finhallu.tasks.pipeline import STAGES  # noqa: E402
+from finhallu.stages.pipeline import STAGES  # noqa: E402
 from finhallu.estimate import dry_run  # noqa: E402
 from finhallu.llm.stub_server import StubLLM, cooperative_responder, replay_responder  # noqa: E402
 

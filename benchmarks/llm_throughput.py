@@ -15,12 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from finhallu.config import LLMConfig, ModelLimits
+from finhallu.llm.config import LLMConfig, ModelLimits
 from finhallu.llm.cache import CallCache
 from finhallu.llm.router import LLMRouter
 from finhallu.llm.runtime import LLMRuntime
 from finhallu.llm.stub_server import StubLLM
-from finhallu.tasks.answerability import JUDGE  # noqa: F401  (registers judge_answerability)
+from finhallu.answerability import JUDGE  # noqa: F401  (registers judge_answerability)
 
 
 def main() -> None:

@@ -27,8 +27,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from finhallu.config import RetrieveConfig  # noqa: E402
-from finhallu.tasks import index as ix  # noqa: E402  (before faiss: picks faiss's BLAS kernels)
+from finhallu.stages.retrieve import RetrieveConfig  # noqa: E402
+from finhallu.stages.retrieve import index as ix  # noqa: E402  (before faiss: picks faiss's BLAS kernels)
 
 import faiss  # noqa: E402
 

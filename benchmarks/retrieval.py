@@ -26,12 +26,18 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from finhallu.config import ChunkConfig, EmbedConfig, IngestConfig, SeedQAConfig, SourceConfig, load_config
-from finhallu.tasks import chunking, ingest, seed_qa
-from finhallu.tasks.base import StageContext
-from finhallu.tasks.embedders import ModelNotAvailableError, embedder_from_config
-from finhallu.tasks.embedding import embed_texts
-from finhallu.tasks.lexical import BM25Index
+from finhallu.config import load_config
+from finhallu.stages.chunk import ChunkConfig
+from finhallu.embedders import EmbedConfig
+from finhallu.stages.ingest import IngestConfig, SourceConfig
+from finhallu.stages.seed_qa import SeedQAConfig
+from finhallu.stages import chunk as chunking
+from finhallu.stages import ingest
+from finhallu.stages import seed_qa
+from finhallu.stages.base import StageContext
+from finhallu.embedders import ModelNotAvailableError, embedder_from_config
+from finhallu.stages.embed import embed_texts
+from finhallu.embedders.bm25 import BM25Index
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("FINHALLU_FIXTURES", ROOT.parent / "shared" / "data"))

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import polars as pl
 
-from finhallu.tasks.seeds.common import document_contexts
-from finhallu.tasks.seeds.tables import _PERIOD_LABEL, clean_label, split_row, table_cells
-from finhallu.tasks.seeds.values import DocPeriods, period_in
+from finhallu.stages.seed_qa.common import document_contexts
+from finhallu.stages.seed_qa.tables import _PERIOD_LABEL, clean_label, split_row, table_cells
+from finhallu.stages.seed_qa.values import DocPeriods, period_in
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.words import content_words
 

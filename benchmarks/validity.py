@@ -1,5 +1,5 @@
 """Shortcut checks of a built benchmark: response-only classifier, length-only threshold, verbatim-copy
-rule, turn depth per type (tasks/validity.py), recomputed from the published `samples` of any home.
+rule, turn depth per type (stages/assemble/validity.py), recomputed from the published `samples` of any home.
 
     .venv/bin/python benchmarks/validity.py HOME
     .venv/bin/python benchmarks/validity.py HOME --build demo [--scale 4]
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from dialogue_depth import home_cli  # noqa: E402
-from finhallu.tasks.validity import TARGET_ACCURACY, TARGET_TYPE_RECALL, fingerprint_scores, shortcut_scores  # noqa: E402
+from finhallu.stages.assemble.validity import TARGET_ACCURACY, TARGET_TYPE_RECALL, fingerprint_scores, shortcut_scores  # noqa: E402
 
 
 def report(home: Path, folds: int = 5, seed: int = 1) -> list[tuple[str, str, float]]:

@@ -1,4 +1,4 @@
-"""Percent agreement and Gwet's AC1 (tasks/agreement.py) against worked examples from the literature,
+"""Percent agreement and Gwet's AC1 (agreement.py) against worked examples from the literature,
 and the `finhallu agreement` command."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from finhallu.cli import main
-from finhallu.tasks.agreement import agreement_report, cohen_kappa, gwet_ac1, percent_agreement, read_ratings
+from finhallu.agreement import agreement_report, cohen_kappa, gwet_ac1, percent_agreement, read_ratings
 from conftest import ROOT
 
 N = None

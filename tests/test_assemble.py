@@ -10,12 +10,17 @@ import polars as pl
 import pytest
 import yaml
 
-from finhallu.config import AssembleConfig, DialogueQCConfig, InjectConfig, InjectionQCConfig
+from finhallu.stages.assemble import AssembleConfig
+from finhallu.stages.dialogue_qc import DialogueQCConfig
+from finhallu.stages.inject import InjectConfig
+from finhallu.stages.injection_qc import InjectionQCConfig
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.tasks import assemble, injection, judge
-from finhallu.tasks.base import StageContext
-from finhallu.tasks.export import export_files, rationale
-from finhallu.tasks.inject.verify import edit_distance
+from finhallu.stages import assemble
+from finhallu.stages import inject as injection
+from finhallu.stages import dialogue_qc, injection_qc
+from finhallu.stages.base import StageContext
+from finhallu.export import export_files, rationale
+from finhallu.injectors.verify import edit_distance
 from finhallu.warehouse.store import TableRef
 from test_dialogues import FILLER, PA, PB, _frames, _run
 
@@ -74,7 +79,7 @@ def _inputs() -> dict[str, pl.DataFrame]:
                                       "verify_reasons": [[], [], [], ["hallucinated: number_error: no figure replaced"]]}),
         "dialogue_qc": pl.DataFrame({"dialogue_id": ["d1", "d2", "d3", "d4"], "passed": [True, True, True, False],
                                      "reasons": [[], [], [], ["coherency 1 < 2: turn 3 jumps"]],
-                                     **{c: [1.0, 1.0, 1.0, 1.0] for c in judge.CRITERIA}}),
+                                     **{c: [1.0, 1.0, 1.0, 1.0] for c in dialogue_qc.CRITERIA}}),
         "retrievals": pl.DataFrame({"seed_id": ["s"], "rank": [1], "is_gold": [True]}),
         "hard_negatives": pl.DataFrame({"clue_absent": [True], "answer_absent": [True], "unanswerable": [True],
                                         "is_hard_negative": [True]}),
@@ -136,7 +141,7 @@ def test_dataset_stats_mirror_table_2(assembled):
     dropped = st.filter(pl.col("metric") == "label_dropped_by")
     assert dropped.height == 1 and dropped["slice"][0].endswith("| hallucinated: number_error") and dropped["value"][0] == 1
     assert get("test", "coverage_samples", "sec10k") == 2 and get("valid", "coverage_documents", "dart") == 1
-    from finhallu.tasks.coverage import warnings_from_stats
+    from finhallu.coverage import warnings_from_stats
 
     assert warnings_from_stats(st.to_dicts()) == ["split valid has no samples (its documents gave none)",
                                                   "source dart has documents but no samples"]
@@ -220,7 +225,7 @@ def injected():
     frames["hard_negatives"] = pl.concat([frames["hard_negatives"], pl.DataFrame(negs)])
     out = _run(frames, dialogues_per_document=6)
     inputs = {**frames, **out}
-    inputs["dialogue_qc"] = judge.run_dialogue_qc(inputs, _ctx("dialogue_qc", DialogueQCConfig()))["dialogue_qc"]
+    inputs["dialogue_qc"] = dialogue_qc.run(inputs, _ctx("dialogue_qc", DialogueQCConfig()))["dialogue_qc"]
     inj = injection.run(inputs, _ctx("inject", InjectConfig()))["injections"]
     return inputs, inj
 
@@ -245,7 +250,7 @@ def test_types_are_balanced_across_the_split(injected):
 
 def test_injections_pass_their_independent_label_check(injected):
     inputs, inj = injected
-    qc = judge.run_injection_qc({**inputs, "injections": inj}, _ctx("injection_qc", InjectionQCConfig()))["injection_qc"]
+    qc = injection_qc.run({**inputs, "injections": inj}, _ctx("injection_qc", InjectionQCConfig()))["injection_qc"]
     assert qc["passed"].all(), qc.filter(~pl.col("passed"))["reasons"].to_list()
     minimal = inj.filter(pl.col("hallu_type") == "contradictory")
     assert (minimal["edit_words"] <= 2).all()

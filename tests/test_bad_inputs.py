@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 
 from finhallu.config import load_config
-from finhallu.tasks import ingest
-from finhallu.tasks.base import StageContext
-from finhallu.tasks.sources.encoding import decode_bytes
-from finhallu.tasks.sources.tables import MAX_CELLS, grid_to_markdown, span
+from finhallu.stages import ingest
+from finhallu.stages.base import StageContext
+from finhallu.sources.encoding import decode_bytes
+from finhallu.sources.tables import MAX_CELLS, grid_to_markdown, span
 
 FILLER = "Revenue grew in every segment and the company expanded its branch network. " * 20
 TEN_K = f"""<html><body>

@@ -1,6 +1,6 @@
 """Trivial baselines: one feature, direction and threshold learned from train/valid labels only."""
 
-from finhallu.tasks.detectors import DetectorContext, get_detector
+from finhallu.detectors import DetectorContext, get_detector
 
 
 def _sample(i, split, hallucinated, response, passage="예금자보호 한도는 1억 원입니다."):

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from conftest import FINHALLU, ROOT, build_json, cli_env, run_cli
-from finhallu.tasks.pipeline import STAGES
+from finhallu.stages.pipeline import STAGES
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import number_keys
 from finhallu.warehouse import TableStore
@@ -46,7 +46,7 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
     assert 0.5 <= stats["dialogue_retention"] <= 1 and stats["injection_retention"] >= 0.85
     assert con.execute("SELECT count(*) FROM dialogue_qc WHERE NOT passed AND len(reasons) = 0").fetchone()[0] == 0
     assert stats["fingerprint_tfidf_lr_accuracy"] <= 0.6 and stats["fingerprint_length_accuracy"] <= 0.6
-    # No shortcut (tasks/validity.py): copying is no sign of faithfulness, and hallucinations sit deep in
+    # No shortcut (stages/assemble/validity.py): copying is no sign of faithfulness, and hallucinations sit deep in
     # the dialogues. (Response-only recall per type is reported in dataset_stats, not asserted here.)
     assert stats["shortcut_verbatim_copy_accuracy"] <= 0.6 and stats["shortcut_near_copy_accuracy"] <= 0.6
     assert stats["shortcut_mean_turn"] >= 3.5
@@ -82,11 +82,11 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
 
 
 def test_every_type_and_subtype_on_both_splits_paired_with_stats_and_exports(demo_build):
-    from finhallu.taxonomy import MINIMAL_EDIT_SUBTYPES, SUBTYPES
+    from finhallu.injectors import minimal_edit_subtypes, subtypes_by_type
 
     home, _ = demo_build
     con = _con(home)
-    leaves = {(t, s) for t, subs in SUBTYPES.items() for s in (subs or (None,))}
+    leaves = {(t, s) for t, subs in subtypes_by_type().items() for s in (subs or (None,))}
     for split in ("train", "test"):
         got = set(con.execute("SELECT DISTINCT hallu_type, hallu_subtype FROM samples WHERE split = ? "
                               "AND label_binary = 'hallucinated'", [split]).fetchall())
@@ -103,7 +103,7 @@ def test_every_type_and_subtype_on_both_splits_paired_with_stats_and_exports(dem
             assert (split, metric, "all") in stats, (split, metric)
         assert stats[(split, "mean_response_morphemes", "ko")] > stats[(split, "mean_response_words", "all")]
         assert 0 < stats[(split, "pct_unanswerable", "all")] < 50
-    for sub in MINIMAL_EDIT_SUBTYPES:
+    for sub in minimal_edit_subtypes():
         assert stats[("all", "max_edit_words", sub)] <= 4, sub
     strategies = {sl for (sp, m, sl) in stats if m == "pairs_by_strategy"}
     assert {s.split("/")[0] for s in strategies if "/" in s} == {"embedding", "instructed"}
@@ -285,7 +285,7 @@ def _audit(home: Path, swap: bool = False):
     label then wrong), to show the verifier rejects what it should."""
     import polars as pl
 
-    from finhallu.tasks.labelcheck.audit import audit_samples
+    from finhallu.labelcheck.audit import audit_samples
 
     con = _con(home)
     samples = con.sql("SELECT * FROM samples").pl()
@@ -320,7 +320,7 @@ def test_shared_fixtures_build_passes_the_label_verifier(real_data, tmp_path):
     """The real fixtures: every label verified; every split holds samples, all three sources are in the
     benchmark and filings reach every split (split by company); no coverage warning; filing passages
     carry section roles and none is only page furniture."""
-    from finhallu.tasks.sources.furniture import is_furniture
+    from finhallu.sources.furniture import is_furniture
 
     home = tmp_path / "fixtures-home"
     proc = run_cli("build", "--profile", str(ROOT / "examples" / "shared-fixtures.yaml"), "--json", home=home, timeout=900)

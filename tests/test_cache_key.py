@@ -2,17 +2,18 @@ from pathlib import Path
 
 from finhallu.config import load_config
 from finhallu.flows.stage_task import stage_key_material
-from finhallu.tasks.base import module_closure
+from finhallu.codeversion import INFRASTRUCTURE, module_closure
 from finhallu.warehouse import TableRef
 
 
 def test_code_version_covers_helpers_and_registries():
-    dialogues = module_closure("finhallu.tasks.dialogues")
+    dialogues = module_closure("finhallu.stages.dialogues", INFRASTRUCTURE)
     assert "finhallu.text.normalize" in dialogues  # a helper imported by a helper
-    assert "finhallu.llm.providers.offline" in dialogues  # provider loaded through a registry
-    inject = module_closure("finhallu.tasks.injection")
-    assert {"finhallu.tasks.inject.contradictory", "finhallu.tasks.inject.false_refusal"} <= set(inject)
-    assert "finhallu.tasks.detectors.lexical_support" not in inject  # no needless invalidation
+    assert "finhallu.dialogue.user" in dialogues  # the rules backend of its user operations
+    assert "finhallu.llm.providers.offline" not in dialogues  # how calls are made is not what they return
+    inject = module_closure("finhallu.stages.inject", INFRASTRUCTURE)
+    assert {"finhallu.injectors.contradictory", "finhallu.injectors.false_refusal"} <= set(inject)
+    assert "finhallu.detectors.lexical_support" not in inject  # no needless invalidation
 
 
 def test_key_material_tracks_config_inputs_and_prompts(tmp_path):
@@ -51,7 +52,7 @@ def test_every_stage_operation_has_prompt_templates():
     import jinja2
     from importlib import resources
 
-    from finhallu.tasks.pipeline import STAGES
+    from finhallu.stages.pipeline import STAGES
 
     env = jinja2.Environment()
     for stage in STAGES:

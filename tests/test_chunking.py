@@ -1,9 +1,9 @@
 import polars as pl
 
-from finhallu.config import ChunkConfig
+from finhallu.stages.chunk import ChunkConfig
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.tasks import chunking
-from finhallu.tasks.base import StageContext
+from finhallu.stages import chunk as chunking
+from finhallu.stages.base import StageContext
 from finhallu.text.sentences import split
 from finhallu.text.tokenize import approx_count
 

@@ -41,7 +41,7 @@ from finhallu.clients import (
     fetch_edgar,
     parse_retry_after,
 )
-from finhallu.tasks.sources import LoadedDoc, get_loader
+from finhallu.sources import LoadedDoc, get_loader
 
 UA = "finhallu tests research@example.com"
 KEY = "test-key-0123456789abcdef0123456789abcdef"
@@ -607,9 +607,9 @@ def test_fetch_cli_then_ingest_reads_the_folder(edgar, tmp_path, real_data):
     import sys
 
     from conftest import ROOT, cli_env
-    from finhallu.config import IngestConfig, SourceConfig
-    from finhallu.tasks import ingest
-    from finhallu.tasks.base import StageContext
+    from finhallu.stages.ingest import IngestConfig, SourceConfig
+    from finhallu.stages import ingest
+    from finhallu.stages.base import StageContext
 
     serve_latest_10k(edgar, "sec10k/html/wfc-10-k-2025-02-25.html",
                      fixture_bytes("sec10k/xbrl/companyfacts_snow_facts.json"))

@@ -1,4 +1,4 @@
-from finhallu.tasks.coverage import coverage_warnings, warnings_from_stats
+from finhallu.coverage import coverage_warnings, warnings_from_stats
 
 
 def test_empty_split_and_silent_source_are_named():

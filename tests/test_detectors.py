@@ -13,9 +13,9 @@ import pytest
 
 from finhallu.llm.operations import OPERATIONS
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.tasks.detect import run_detectors
-from finhallu.tasks.detectors import DETECTORS, DetectorContext, get_detector
-from finhallu.tasks.detectors import nli
+from finhallu.stages.detect import run_detectors
+from finhallu.detectors import DETECTORS, DetectorContext, get_detector
+from finhallu.detectors import nli
 from finhallu.local_models import ModelNotAvailableError
 
 KO_PASSAGE = ("보험 계약자는 약관과 청약서 부본을 받지 못한 경우 계약이 성립한 날부터 3개월 이내에 계약을 취소할 수 있습니다. "
@@ -48,7 +48,7 @@ def test_every_detector_is_registered_with_its_parameters():
     for name in ("numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge", "nli", "learned"):
         get_detector(name)
     assert {"numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge", "nli",
-            "learned"} <= set(DETECTORS)
+            "learned"} <= set(DETECTORS.names())
     with pytest.raises(ValueError, match="no parameter"):
         get_detector("numeric_grounding").params({"nope": 1})
     with pytest.raises(KeyError, match="unknown detector"):
@@ -316,7 +316,7 @@ def test_an_answer_that_rescales_and_computes_figures_is_grounded_and_a_wrong_co
 
 
 def test_a_long_question_the_passages_answer_is_no_false_acceptance_but_an_unbacked_answer_is():
-    from finhallu.tasks.detectors.grounding import findings
+    from finhallu.detectors.grounding import findings
 
     answered = "The current ratio is the total current assets of 1,469,502 over total current liabilities of 2,213,556."
     f = findings(sample(answered, passages=(TABLE_10K,), query=ANALYST_Q, lang="en"))
@@ -332,7 +332,7 @@ def test_a_long_question_the_passages_answer_is_no_false_acceptance_but_an_unbac
 
 
 def test_one_unbacked_clause_of_a_long_sentence_is_a_claim_of_its_own():
-    from finhallu.tasks.detectors.grounding import claims, sentence_support
+    from finhallu.detectors.grounding import claims, sentence_support
 
     text = ("Hanriver Bancorp reported total deposits of $15.0 billion at December 31, 2024, and the bank plans to "
             "open forty new branches across three provinces next year.")

@@ -1,4 +1,4 @@
-"""Faithful dialogue simulation (tasks/dialogues.py, tasks/responses.py) and the dialogue judge (tasks/judge.py).
+"""Faithful dialogue simulation (stages/dialogues.py, dialogue/assistant.py) and the dialogue judge (stages/dialogue_qc.py).
 
 A small hand-written corpus: one document whose passage holds more facts than its shipped
 questions ask (so the user must write new questions), an unrelated document, and filler passages
@@ -15,11 +15,13 @@ import random
 
 import pytest
 
-from finhallu.config import DialogueConfig, DialogueQCConfig
-from finhallu.tasks import dialogues, judge
-from finhallu.tasks.base import StageContext
-from finhallu.tasks.questions import choose_next_question, reconfirm_query, rewrite_query, write_question
-from finhallu.tasks.responses import answer_turn, is_refusal, refuse_turn, table_sentence
+from finhallu.stages.dialogues import DialogueConfig
+from finhallu.stages.dialogue_qc import DialogueQCConfig
+from finhallu.stages import dialogues
+from finhallu.stages import dialogue_qc as judge
+from finhallu.stages.base import StageContext
+from finhallu.dialogue.user import choose_next_question, reconfirm_query, rewrite_query, write_question
+from finhallu.dialogue.assistant import answer_turn, is_refusal, refuse_turn, table_sentence
 from finhallu.text.phrases import topic_of
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import number_keys
@@ -129,7 +131,7 @@ def test_turns_answer_from_the_gold_passage_and_refuse_over_hard_negatives(built
 def test_the_judge_keeps_the_simulated_dialogues(built):
     frames, out = built
     inputs = {**out, "passages": frames["passages"], "qa_seeds": frames["qa_seeds"]}
-    qc = judge.run_dialogue_qc(inputs, StageContext(stage="dialogue_qc", config=DialogueQCConfig(), seed=1))["dialogue_qc"]
+    qc = judge.run(inputs, StageContext(stage="dialogue_qc", config=DialogueQCConfig(), seed=1))["dialogue_qc"]
     assert qc["passed"].all(), qc.filter(~pl.col("passed"))["reasons"].to_list()
 
 
@@ -145,10 +147,10 @@ def test_table_rows_are_stated_as_sentences(row, answer, expected):
 
 
 def test_answers_are_written_not_copied():
-    """The rules assistant restates its clue (tasks/paraphrase.py): across seeds the answers differ from
+    """The rules assistant restates its clue (dialogue/paraphrase.py): across seeds the answers differ from
     the clue, keep every figure's value and the gold answer span, and the label verifier accepts them."""
-    from finhallu.tasks.labelcheck import verify_inputs, verify_sample
-    from finhallu.tasks.paraphrase import paraphrase
+    from finhallu.labelcheck import verify_inputs, verify_sample
+    from finhallu.dialogue.paraphrase import paraphrase
     from finhallu.text.quantities import quantities, states_value
 
     clue = "서울의 경우 보증금 1억 6,500만 원 이하 임차인은 10일 이내에 신청하면 5,500만 원까지 우선해 변제받을 수 있습니다."
@@ -359,7 +361,7 @@ def test_a_related_document_change_is_a_soft_transition():
 
 # --- user side: history-dependent follow-ups, no re-asked facts, one language, grammatical reconfirms ---
 
-from finhallu.tasks.dialogues import said_before  # noqa: E402
+from finhallu.stages.dialogues import said_before  # noqa: E402
 
 
 def test_filing_lookups_become_elliptical_follow_ups():

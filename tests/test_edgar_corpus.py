@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from finhallu.tasks.sources import LoadedDoc, Quarantined, get_loader
-from finhallu.tasks.sources.edgar_corpus import clean_company, item_title, paragraphs
-from finhallu.tasks.sources.sec10k import ITEM_ORDER
+from finhallu.sources import LoadedDoc, Quarantined, get_loader
+from finhallu.sources.edgar_corpus import clean_company, item_title, paragraphs
+from finhallu.sources.sec10k import ITEM_ORDER
 
 CORPUS = Path("sec10k") / "edgar-corpus"
 DISNEY = "1001039_10K_2013_0001001039-13-000164.json"

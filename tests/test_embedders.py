@@ -9,15 +9,19 @@ import numpy as np
 import polars as pl
 import pytest
 
-from finhallu.config import ChunkConfig, EmbedConfig, IngestConfig, SourceConfig
-from finhallu.tasks import chunking, embedding, ingest
+from finhallu.stages.chunk import ChunkConfig
+from finhallu.embedders import EmbedConfig
+from finhallu.stages.ingest import IngestConfig, SourceConfig
+from finhallu.stages import chunk as chunking
+from finhallu.stages import embed as embedding
+from finhallu.stages import ingest
 from finhallu.text import sentences
-from finhallu.tasks.base import StageContext
-from finhallu.tasks.embedders import (EMBEDDERS, ModelNotAvailableError, embedder_class, embedder_for_model,
+from finhallu.stages.base import StageContext
+from finhallu.embedders import (EMBEDDERS, ModelNotAvailableError, embedder_class, embedder_for_model,
                                       embedder_from_config, topk)
-from finhallu.tasks.embedders.hashing import HashingEmbedder
-from finhallu.tasks.embedders.hybrid import HybridEmbedder
-from finhallu.tasks.lexical import BM25Index, morphemes
+from finhallu.embedders.hashing import HashingEmbedder
+from finhallu.embedders.hybrid import HybridEmbedder
+from finhallu.embedders.bm25 import BM25Index, morphemes
 from finhallu.text.tokenize import TOKENIZERS, approx_count, get_tokenizer
 
 TEXTS = ["예금자보호 한도는 1억 원입니다.", "The Company reported net income of $1.2 billion in 2024.", "",
@@ -52,7 +56,7 @@ def _no_local_kure(monkeypatch, tmp_path):
 def test_registry_names_every_backend_and_rejects_unknown():
     for name in ("hashing", "sentence_transformers", "kure", "minilm", "hybrid"):
         assert embedder_class(name).backend == name
-    assert {"hashing", "sentence_transformers", "kure", "minilm", "hybrid"} <= set(EMBEDDERS)
+    assert {"hashing", "sentence_transformers", "kure", "minilm", "hybrid"} <= set(EMBEDDERS.names())
     with pytest.raises(KeyError, match="unknown embedder backend 'nope'"):
         embedder_class("nope")
     with pytest.raises(ValueError, match="no embedder backend recognizes"):
@@ -67,8 +71,8 @@ def test_default_config_is_hashing_v2_and_model_ids_round_trip():
     with pytest.raises(ValueError):
         embedder_for_model("hashing-char23-wb-d2048-v1")  # v1 never had bigram features
     # The names retrieval imports keep working and agree with the registry.
-    from finhallu.tasks import retrieval
-    from finhallu.tasks.embedding import HashingEmbedder as Reexported
+    from finhallu.stages import retrieve as retrieval
+    from finhallu.stages.embed import HashingEmbedder as Reexported
 
     assert Reexported is HashingEmbedder
     assert retrieval.embedder_for_model(emb.model_id).model_id == emb.model_id

@@ -5,7 +5,7 @@ import json
 import duckdb
 
 from conftest import run_cli
-from finhallu.tasks.detectors.baselines import BASELINES
+from finhallu.detectors.baselines import BASELINES
 
 
 def _detectors(home) -> set[str]:

@@ -13,13 +13,13 @@ import polars as pl
 import pytest
 
 from conftest import ROOT, run_cli
-from finhallu.config import MetricsConfig
+from finhallu.stages.metrics import MetricsConfig
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.tasks.detect import run_detectors
-from finhallu.tasks.detectors import DetectorContext
-from finhallu.tasks.external import formats, load_external
-from finhallu.tasks.external.halueval_dialogue import parse_history
-from finhallu.tasks.metrics import evaluate
+from finhallu.stages.detect import run_detectors
+from finhallu.detectors import DetectorContext
+from finhallu.external import formats, load_external
+from finhallu.external.halueval_dialogue import parse_history
+from finhallu.stages.metrics import evaluate
 
 FIX = ROOT / "tests" / "fixtures" / "external"
 CASES = {

@@ -19,7 +19,7 @@ import yaml
 
 from finhallu.config import load_config
 from finhallu.llm.stub_server import StubLLM, cooperative_responder
-from finhallu.tasks.pipeline import STAGES
+from finhallu.stages.pipeline import STAGES
 from conftest import run_cli
 
 FAULT_RATE = 0.35

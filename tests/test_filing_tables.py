@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from finhallu.tasks.sources.filing_tables import to_markdown
-from finhallu.tasks.sources.sec10k import load_10k
-from finhallu.tasks.sources.tables import parse_markdown_table
+from finhallu.sources.filing_tables import to_markdown
+from finhallu.sources.sec10k import load_10k
+from finhallu.sources.tables import parse_markdown_table
 
 
 def _tables(path: Path) -> list[tuple[list[str], list[list[str]]]]:
@@ -54,7 +54,7 @@ def test_apple_net_sales_under_their_fiscal_years(real_data):
 
 
 def test_a_headed_table_does_not_lend_its_header_to_another_kind_of_table():
-    from finhallu.tasks.sources.sec10k import _continued_tables
+    from finhallu.sources.sec10k import _continued_tables
 
     headed = ("table", "| | 2024 | 2023 |\n| --- | --- | --- |\n| Sales | $5 | $4 |")
     cont = ("table", "| Margin: | | |\n| --- | --- | --- |\n| Products | 37% | 36% |")
@@ -100,7 +100,7 @@ def test_symbol_cells_merge_and_spacers_go():
 
 
 def test_page_furniture_is_removed_and_cut_sentences_rejoined():
-    from finhallu.tasks.sources.furniture import strip_furniture
+    from finhallu.sources.furniture import strip_furniture
 
     blocks = [("text", "ACME CORP AND SUBSIDIARIES")] + [
         ("text", "Revenue grew because customers bought more widgets in the"), ("text", "23"),
@@ -118,7 +118,7 @@ def test_page_furniture_is_removed_and_cut_sentences_rejoined():
 
 def test_page_numbered_footers_go_and_numbered_headings_stay():
     """Apple's footer "Apple Inc. | 2024 Form 10-K | 20" carries a new page number on each page."""
-    from finhallu.tasks.sources.furniture import is_furniture, strip_furniture
+    from finhallu.sources.furniture import is_furniture, strip_furniture
 
     assert is_furniture("Apple Inc. | 2024 Form 10-K | 20") and not is_furniture("Form 10-K filed in 2024 lists 20 risks")
     blocks = [("text", f"Hanriver Bank Annual Report {n}") for n in range(3, 9)] + \
@@ -132,7 +132,7 @@ def test_page_numbered_footers_go_and_numbered_headings_stay():
 def test_no_passage_of_a_real_filing_is_page_furniture(real_data, name):
     from collections import Counter
 
-    from finhallu.tasks.sources.furniture import is_furniture
+    from finhallu.sources.furniture import is_furniture
 
     doc = next(d for d in load_10k(_fixture(real_data, name)) if hasattr(d, "blocks"))
     texts = [b.text.strip() for b in doc.blocks if b.kind == "text"]

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import great_expectations.expectations as gxe
@@ -9,8 +10,9 @@ from finhallu.flows.stage_task import execute_stage
 from finhallu.schemas import gate as gate_mod
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import GateFailed, run_gate
-from finhallu.schemas.rules import RULES, Rule
-from finhallu.tasks import pipeline
+from finhallu.stages.pipeline import table_rules
+from finhallu.schemas.rules import Rule
+from finhallu.stages import pipeline
 from finhallu.warehouse import Catalog
 
 
@@ -45,7 +47,7 @@ def test_duplicate_key_and_bad_label_fail_with_offending_rows():
 
 def test_stage_rule_institution_in_two_splits_fails():
     df = CONTRACTS["documents"].conform(_docs(["d1", "d2"], splits=["train", "test"]))
-    res = run_gate("documents", df, {})
+    res = run_gate("documents", df, {}, table_rules("documents"))
     assert any(r["expectation"].startswith("institution_in_one_split") for r in res.failed)
 
 
@@ -67,8 +69,7 @@ def test_rule_that_crashes_is_an_error(monkeypatch):
     def boom(df, nb):
         raise KeyError("neighbour table missing")
 
-    monkeypatch.setitem(RULES, "documents", [Rule("boom", "crashes", boom)])
-    res = run_gate("documents", CONTRACTS["documents"].conform(_docs(["d1"])), {})
+    res = run_gate("documents", CONTRACTS["documents"].conform(_docs(["d1"])), {}, (Rule("boom", "crashes", boom),))
     assert res.outcome == "error" and "neighbour table missing" in res.errored[0]["detail"]
 
 
@@ -83,13 +84,13 @@ def test_failed_gate_publishes_nothing_and_keeps_previous_version(tmp_path, monk
     before = store.current()
 
     stage = pipeline.STAGES_BY_NAME["chunk"]
-    real = stage.fn
+    real = stage.run
 
     def duplicated(inputs, ctx):
         out = real(inputs, ctx)["passages"]
         return {"passages": pl.concat([out, out.head(3)])}  # duplicate keys
 
-    monkeypatch.setitem(pipeline.STAGES_BY_NAME, "chunk", stage.__class__(**{**stage.__dict__, "fn": duplicated}))
+    monkeypatch.setitem(pipeline.STAGES_BY_NAME, "chunk", dataclasses.replace(stage, run=duplicated))
     with pytest.raises(GateFailed) as err:
         execute_stage("chunk", {"documents": refs["documents"]}, cfg, home, "build-2")
     assert "passages" in str(err.value) and "expect_column_values_to_be_unique" in str(err.value)

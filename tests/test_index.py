@@ -12,8 +12,8 @@ import faiss
 import numpy as np
 import pytest
 
-from finhallu.config import RetrieveConfig
-from finhallu.tasks import index as ix
+from finhallu.stages.retrieve import RetrieveConfig
+from finhallu.stages.retrieve import index as ix
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,8 +5,9 @@ import json
 from finhallu.config import load_config
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import run_gate
-from finhallu.tasks import ingest
-from finhallu.tasks.base import StageContext
+from finhallu.stages.pipeline import table_rules
+from finhallu.stages import ingest
+from finhallu.stages.base import StageContext
 
 
 def test_broken_inputs_are_quarantined_and_good_ones_load(tmp_path):
@@ -48,5 +49,5 @@ def test_broken_inputs_are_quarantined_and_good_ones_load(tmp_path):
     # The outputs still pass their gates: bad input never blocks the good.
     conformed = {n: CONTRACTS[n].conform(df) for n, df in out.items()}
     for name, df in conformed.items():
-        res = run_gate(name, df, conformed)
+        res = run_gate(name, df, conformed, table_rules(name))
         assert res.ok, res.message()

@@ -1,4 +1,4 @@
-"""Rule-based injectors (tasks/inject) and the injection judge (verify_label, naturalness).
+"""Rule-based injectors (injectors/) and the injection judge (verify_label, naturalness).
 
 Every turn here is hand-built: a faithful response made from a clue of a passage, wrapped in a
 TurnView the way the inject stage builds one.
@@ -11,11 +11,11 @@ import re
 
 import pytest
 
-from finhallu.tasks.inject import Injected, TurnView, load_injectors
-from finhallu.tasks.inject.edits import perturb_token, swap_first
-from finhallu.tasks.inject.lexicon import MODIFIERS
-from finhallu.tasks.judge import naturalness, verify_label
-from finhallu.tasks.responses import is_refusal
+from finhallu.injectors import Injected, TurnView, load_injectors
+from finhallu.injectors.edits import perturb_token, swap_first
+from finhallu.injectors.lexicon import MODIFIERS
+from finhallu.injectors.verify import naturalness, verify_label
+from finhallu.dialogue.assistant import is_refusal
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.numbers import number_keys
 from finhallu.text.sentences import split_sentences
@@ -75,10 +75,20 @@ def fake(orig: str, new: str, htype: str, subtype: str | None, view: TurnView,
 
 
 def test_registry_covers_the_taxonomy():
-    from finhallu.taxonomy import HALLU_TYPES, SUBTYPES
+    """Every type of the taxonomy has an injector, and every leaf it registers says how to accept,
+    name, explain and ask for it."""
+    from finhallu.injectors import LEAVES
+    from finhallu.injectors import hallu_subtypes
+    from finhallu.taxonomy import HALLU_TYPES
+
     assert set(INJ) == set(HALLU_TYPES)
-    for name, inj in INJ.items():
-        assert set(inj.subtypes) == set(SUBTYPES[name])
+    assert hallu_subtypes() == ("number_error", "modifier_change", "financial_term_misunderstanding", "inconsistency",
+                                "entity_error", "condition_not_satisfied", "question_misunderstanding",
+                                "off_topic_drift", "fabricated_detail", "subjective_opinion")
+    for leaf in LEAVES.in_order():
+        assert leaf.subtype in INJ[leaf.hallu_type].subtypes or (leaf.subtype is None and not INJ[leaf.hallu_type].subtypes)
+        for lang in ("ko", "en"):
+            assert leaf.names[lang] and leaf.instruction[lang] and leaf.rationale[lang].startswith("2) ")
 
 
 # ---- Contradictory ---------------------------------------------------------------------------------
@@ -464,8 +474,8 @@ def test_naturalness_accepts_nouns_ending_in_i_before_ga():
 
 
 # ---- entity perturbation (Contradictory / entity_error) -----------------------------------------
-from finhallu.tasks.inject import entities  # noqa: E402
-from finhallu.tasks.inject.verify import edit_distance  # noqa: E402
+from finhallu.injectors import entities  # noqa: E402
+from finhallu.injectors.verify import edit_distance  # noqa: E402
 
 CORPUS = [JEONSE, DEPOSIT, INSURANCE,
           "주택도시보증공사와 한국주택금융공사는 전세보증을 제공합니다. 서민금융진흥원은 햇살론을 운영합니다.",
@@ -550,7 +560,7 @@ def test_verify_label_rejects_entity_swaps_that_are_not_one_swap_or_are_supporte
 # ---- operations, edit size, judge ---------------------------------------------------------------
 def test_injection_operations_run_the_rules_injectors_through_the_router():
     from finhallu.llm.router import LLMRouter
-    from finhallu.tasks.inject.ops import to_out
+    from finhallu.injectors.ops import to_out
 
     router = LLMRouter({})
     for htype, subtype, build in CASES:
@@ -570,7 +580,7 @@ def test_edit_distance_counts_characters_and_words():
 
 
 def test_injection_judge_rates_appropriateness_and_naturalness():
-    from finhallu.tasks.judge import judge_injection
+    from finhallu.stages.injection_qc import judge_injection
     orig = "예금자보호 한도는 1인당 1억 원입니다."
     turn = {"answerable": True, "clue_text": DEPOSIT_CLUE, "answer": "1억 원"}
     ok = judge_injection("contradictory", "number_error", orig, orig.replace("1억", "3억"), [DEPOSIT], "", turn, "ko")
@@ -704,7 +714,7 @@ EN_SIBLINGS = [
 
 
 def test_question_misunderstanding_never_lets_the_asked_answer_be_derived():
-    from finhallu.tasks.inject.irrelevance import answer_derivable
+    from finhallu.injectors.irrelevance import answer_derivable
     assert answer_derivable("$0.2 billion", "$3.0 billion compared to $3.2 billion in fiscal 2011")  # a difference
     assert answer_derivable("$200 million", "Revenue was $3.0 billion, down from $3.2 billion.")  # another scale
     assert answer_derivable("6.25%", "Revenue was $3.0 billion, down from $3.2 billion.")  # a change rate
@@ -775,7 +785,7 @@ def test_modifier_change_is_refused_when_the_evidence_states_the_sentence_behind
 
 
 def test_number_edits_never_make_impossible_dates_or_malformed_numerals():
-    from finhallu.tasks.inject.edits import impossible_date, malformed_numeral
+    from finhallu.injectors.edits import impossible_date, malformed_numeral
     assert impossible_date("6월 31일") and impossible_date("2025년 2월 29일") and not impossible_date("2024년 2월 29일")
     assert malformed_numeral("27천 건") and malformed_numeral("12천만 원") and not malformed_numeral("2만 7천 건")
     date = "안심전세 앱의 시세 정보는 매년 5월 31일에 갱신됩니다."
@@ -797,8 +807,8 @@ def test_number_edits_never_make_impossible_dates_or_malformed_numerals():
 from collections import Counter  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
-from finhallu.config import InjectConfig  # noqa: E402
-from finhallu.tasks.injection import _assign, _feasible  # noqa: E402
+from finhallu.stages.inject import InjectConfig  # noqa: E402
+from finhallu.stages.inject import _assign, _feasible  # noqa: E402
 
 TYPES = ["contradictory", "unverifiable", "irrelevance", "false_acceptance", "false_refusal"]
 LEAVES = [("contradictory", "number_error"), ("contradictory", "modifier_change"), ("unverifiable", "fabricated_detail"),
@@ -876,10 +886,10 @@ def test_false_acceptance_negatives_are_judged_on_demand_once_in_rank_order():
 
     import polars as pl
 
-    from finhallu.config import RetrieveConfig
+    from finhallu.stages.retrieve import RetrieveConfig
     from finhallu.llm.router import LLMRouter
-    from finhallu.tasks.answerability import DEFERRED
-    from finhallu.tasks.injection import _FalseAcceptanceNegatives
+    from finhallu.answerability import DEFERRED
+    from finhallu.stages.inject import _FalseAcceptanceNegatives
 
     clue = "예금자보호 한도는 1인당 1억 원으로 상향되었습니다."
     seed = {"seed_id": "s1", "question": "예금자보호 한도는 얼마인가요?", "clue_text": clue, "answer": "1억 원", "lang": "ko"}

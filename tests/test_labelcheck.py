@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from finhallu.taxonomy import SUBTYPES
-from finhallu.tasks.labelcheck import verify_inputs, verify_sample
-from finhallu.tasks.labelcheck.fluency import fluency_issues
-from finhallu.tasks.labelcheck.rules import RULES
+from finhallu.injectors import hallu_subtypes
+from finhallu.labelcheck import verify_inputs, verify_sample
+from finhallu.labelcheck.fluency import fluency_issues
+from finhallu.labelcheck.rules import RULES
 from finhallu.text.quantities import impossible_dates, quantities, states_value
 
 
@@ -46,7 +46,7 @@ def test_signs_and_dates():
 # ---- every leaf has a written rule ------------------------------------------------------------
 
 def test_every_taxonomy_leaf_has_an_acceptance_rule():
-    leaves = {s for subs in SUBTYPES.values() for s in subs} | {"false_acceptance", "false_refusal",
+    leaves = set(hallu_subtypes()) | {"false_acceptance", "false_refusal",
                                                                 "faithful_answer", "true_refusal"}
     assert leaves <= set(RULES), leaves - set(RULES)
     assert all(len(r.rule) > 30 for r in RULES.values())
@@ -186,7 +186,7 @@ def test_nli_check_of_faithful_answers_and_contradictory_edits():
     a faithful sentence must be entailed, an edited Contradictory sentence must not be."""
     import numpy as np
 
-    from finhallu.tasks.labelcheck.entailment import nli_reasons
+    from finhallu.labelcheck.entailment import nli_reasons
 
     ev = ["예금보험공사는 1인당 최고 1억 원까지 예금을 보호합니다."]
 
@@ -206,21 +206,21 @@ def test_nli_check_of_faithful_answers_and_contradictory_edits():
 
 
 def test_a_configured_nli_verifier_without_its_model_is_named_before_work(tmp_path, monkeypatch):
-    from finhallu.cli import config_problem
+    from finhallu.cli import checked_config
 
     monkeypatch.delenv("FINHALLU_NLI_PATH", raising=False)
-    problem = config_problem("demo", [f"injection_qc.verifier_nli_model={tmp_path / 'no-such-model'}"])
+    _, problem = checked_config("demo", [f"injection_qc.verifier_nli_model={tmp_path / 'no-such-model'}"])
     assert problem and problem.startswith("injection_qc.verifier_nli_model:") and "\n" not in problem
-    assert config_problem("demo", []) is None
+    assert checked_config("demo", [])[1] is None
 
 
 def test_injection_qc_adds_the_nli_rejections_to_the_verdicts(monkeypatch):
     import numpy as np
 
     from finhallu import nli_model
-    from finhallu.config import InjectionQCConfig
-    from finhallu.tasks.judge import _with_nli
-    from finhallu.tasks.labelcheck import SampleVerdict
+    from finhallu.stages.injection_qc import InjectionQCConfig
+    from finhallu.stages.injection_qc import _with_nli
+    from finhallu.labelcheck import SampleVerdict
 
     seen = {}
 

@@ -10,7 +10,7 @@ import time
 import duckdb
 import pytest
 
-from finhallu.config import LLMConfig, ModelLimits, ModelPrice
+from finhallu.llm.config import LLMConfig, ModelLimits, ModelPrice
 from finhallu.llm.cache import CallCache
 from finhallu.llm.errors import BatchPending, MissingKeyError
 from finhallu.llm.keys import check_keys
@@ -18,7 +18,7 @@ from finhallu.llm.limits import ModelLimiter
 from finhallu.llm.router import LLMRouter
 from finhallu.llm.runtime import LLMRuntime
 from finhallu.llm.stub_server import StubLLM
-from finhallu.tasks.answerability import AnswerabilityOut  # registers the judge_answerability operation
+from finhallu.answerability import AnswerabilityOut  # registers the judge_answerability operation
 from finhallu.warehouse import Catalog
 
 KEY = "sk-test-secret-0123456789"
@@ -278,7 +278,7 @@ def test_every_operation_has_ko_and_en_templates_over_its_own_inputs():
     import jinja2
     from jinja2 import meta
 
-    import finhallu.tasks.pipeline  # noqa: F401  (imports every stage module, registering its operations)
+    import finhallu.stages.pipeline  # noqa: F401  (imports every stage module, registering its operations)
     from finhallu.llm.operations import OPERATIONS
 
     env = jinja2.Environment()

@@ -14,7 +14,7 @@ import yaml
 from finhallu.config import load_config
 from finhallu.estimate import dry_run, save_estimate
 from finhallu.llm.stub_server import StubLLM, replay_responder
-from finhallu.tasks.pipeline import STAGES
+from finhallu.stages.pipeline import STAGES
 from conftest import run_cli
 
 # The loopback model answers every prompt as the dry run's rules backend did (replay_responder),

@@ -9,13 +9,15 @@ import time
 import polars as pl
 import pytest
 
-from finhallu.config import LLMConfig, ModelLimits, load_config
+from finhallu.config import load_config
+from finhallu.llm.config import LLMConfig, ModelLimits
 from finhallu.estimate import has_remote_roles, stage_estimate
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.llm.runtime import LLMRuntime
-from finhallu.schemas.rules import RULES
-from finhallu.tasks import answerability, injection
+from finhallu.stages.pipeline import table_rules
+from finhallu import answerability
+from finhallu.stages import inject as injection
 
 
 def _router(provider: str, concurrency: int = 4) -> LLMRouter:
@@ -111,7 +113,7 @@ def test_the_gate_accepts_a_lazy_judgement_and_rejects_a_gap_in_it():
     step2 = _step2({"a": 12})
     answerability.judge_lazily(step2, _Judge(set()), "test:judge", top_k=4, margin=0)
     rows = pl.DataFrame([r for r, _ in step2])
-    (rule,) = [r for r in RULES["hard_negatives"] if r.name == "verdicts_consistent"]
+    (rule,) = [r for r in table_rules("hard_negatives") if r.name == "verdicts_consistent"]
     assert rule.derive(rows, {})["ok"].all()
     gap = rows.with_columns(unanswerable=pl.when(pl.col("candidate_rank") == 2).then(None).otherwise(pl.col("unanswerable")),
                             is_hard_negative=pl.col("candidate_rank") != 2)

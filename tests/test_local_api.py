@@ -4,7 +4,7 @@ gone once idle after the last client left (no idle window a slow start can fall 
 import os
 import time
 
-from finhallu.flows.local_api import HomeAPI, _healthy, api_file
+from finhallu.service.local_api import HomeAPI, _healthy, api_file
 
 
 def test_server_outlives_its_idle_time_while_a_client_holds_it(tmp_path, monkeypatch):

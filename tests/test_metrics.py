@@ -1,4 +1,4 @@
-"""tasks/metrics: binary / multiclass metrics against sklearn on randomized cases, weighted (bootstrap)
+"""stages/metrics: binary / multiclass metrics against sklearn on randomized cases, weighted (bootstrap)
 calls against explicit resamples, the stratified percentile bootstrap, the threshold sweep, and
 `evaluate` over small samples/detections frames."""
 
@@ -20,12 +20,12 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-from finhallu.config import MetricsConfig
+from finhallu.stages.metrics import MetricsConfig
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS, LABEL_BINARY
-from finhallu.tasks import stats
-from finhallu.tasks.metrics import (_bootstrap, best_threshold, binary_metrics, evaluate, multiclass_metrics, sweep,
-                                    thresholds)
+from finhallu import stats
+from finhallu.scoring import best_threshold, binary_metrics, multiclass_metrics, sweep
+from finhallu.stages.metrics import _bootstrap, evaluate, thresholds
 
 POS = "hallucinated"
 
@@ -432,7 +432,7 @@ def test_evaluate_is_reproducible_and_bootstrap_can_be_off(evaluated):
 
 def test_report_renders_every_section_and_the_comparison(evaluated):
     from finhallu.flows.artifacts import artifact_key, headline_rows, summary_markdown
-    from finhallu.tasks.report import render, render_comparison
+    from finhallu.stages.report import render, render_comparison
 
     samples, dets, metrics, confusion, tests = evaluated
     stats = pl.DataFrame({"split": ["all", "all", "all", "all", "all", "train", "valid"],

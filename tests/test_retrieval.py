@@ -2,11 +2,13 @@
 
 import polars as pl
 
-from finhallu.config import EmbedConfig, RetrieveConfig
+from finhallu.embedders import EmbedConfig
+from finhallu.stages.retrieve import RetrieveConfig
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.schemas.rules import RULES
-from finhallu.tasks import embedding, retrieval
-from finhallu.tasks.base import StageContext
+from finhallu.stages.pipeline import table_rules
+from finhallu.stages import embed as embedding
+from finhallu.stages import retrieve as retrieval
+from finhallu.stages.base import StageContext
 
 TEXTS = {
     "pA": ("dA", "예금자보호 한도는 2025년 9월 1일부터 1인당 1억 원으로 상향되었습니다. 이자도 포함됩니다."),
@@ -52,7 +54,7 @@ def test_passage_with_the_clue_is_never_a_hard_negative():
     ret = out["retrievals"].filter(pl.col("seed_id") == "s1")
     assert ret.height == 3 and ret.filter(pl.col("is_gold"))["passage_id"].to_list() == ["pA"]
     conformed = {n: CONTRACTS[n].conform(df) for n, df in out.items()}
-    for rule in RULES["hard_negatives"]:
+    for rule in table_rules("hard_negatives"):
         assert rule.derive(conformed["hard_negatives"], {"passages": passages, "qa_seeds": pl.DataFrame([_seed()])})["ok"].all()
 
 
@@ -67,7 +69,7 @@ def test_on_demand_leaves_answerable_seeds_candidates_to_inject_and_judges_unans
     theirs = hn.filter(pl.col("seed_id") == "s2")
     assert theirs["is_hard_negative"].any() and theirs["unanswerable"].is_not_null().any()  # refusal contexts: judged here
     conformed = CONTRACTS["hard_negatives"].conform(hn)
-    for rule in RULES["hard_negatives"]:
+    for rule in table_rules("hard_negatives"):
         assert rule.derive(conformed, {"passages": passages, "qa_seeds": pl.DataFrame(seeds)})["ok"].all()
 
 
@@ -89,7 +91,7 @@ def test_retrieval_never_crosses_splits():
 
 
 def test_step1_finds_the_answer_at_any_scale_a_table_states_it():
-    from finhallu.tasks.answerability import step1_verdicts
+    from finhallu.answerability import step1_verdicts
 
     seed = {"clue_text": "자본총계는 4조 1,500억 원입니다.", "answer": "4조 1,500억 원", "qa_kind": "span"}
     noted = "(단위 : 백만원)\n| 구 분 | 제12기 |\n| 자본총계 | 4,150,000 |"

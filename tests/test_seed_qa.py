@@ -9,21 +9,22 @@ from decimal import Decimal
 import polars as pl
 import pytest
 
-from finhallu.config import SeedQAConfig
+from finhallu.stages.seed_qa import SeedQAConfig
 from finhallu.llm.router import LLMRouter
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import run_gate
-from finhallu.tasks import seed_qa
-from finhallu.tasks.base import StageContext
-from finhallu.tasks.seeds import alignment
-from finhallu.tasks.seeds.common import DocContext, MethodResult, seed_row, xbrl_mismatch
-from finhallu.tasks.seeds.facts import FactIndex
-from finhallu.tasks.seeds.multi_llm_qa import answer_question, check_factuality
-from finhallu.tasks.seeds.tables import combine_header, table_cells
-from finhallu.tasks.seeds.triplet_qa import generate_triplet_qa, judge_seed_qa, triplet_mismatch
-from finhallu.tasks.seeds.triplets import (ENTITY_TYPES, RELATION_TYPES, TripletItem, _en_sentence_triplets,
+from finhallu.stages.pipeline import table_rules
+from finhallu.stages import seed_qa
+from finhallu.stages.base import StageContext
+from finhallu.stages.seed_qa import alignment
+from finhallu.stages.seed_qa.common import DocContext, MethodResult, seed_row, xbrl_mismatch
+from finhallu.stages.seed_qa.facts import FactIndex
+from finhallu.stages.seed_qa.multi_llm_qa import answer_question, check_factuality
+from finhallu.stages.seed_qa.tables import combine_header, table_cells
+from finhallu.stages.seed_qa.triplet_qa import generate_triplet_qa, judge_seed_qa, triplet_mismatch
+from finhallu.stages.seed_qa.triplets import (ENTITY_TYPES, RELATION_TYPES, TripletItem, _en_sentence_triplets,
                                            extract_triplets, ground_in_facts, reflect_triplets)
-from finhallu.tasks.seeds.values import DocPeriods, Period, find_scale, period_in, vup
+from finhallu.stages.seed_qa.values import DocPeriods, Period, find_scale, period_in, vup
 
 SCHEMA = {"entity_types": list(ENTITY_TYPES), "relation_types": list(RELATION_TYPES)}
 
@@ -200,7 +201,7 @@ def test_stage_seeds_filings_with_both_methods_and_passes_its_gate():
             assert re.search(r"20\d\d년", s["question"]), s["question"]
     nb = {**inputs, **{k: CONTRACTS[k].conform(v) for k, v in out.items()}}
     for table in out:
-        failed = [r for r in run_gate(table, nb[table], nb).rows if r["outcome"] != "passed"]
+        failed = [r for r in run_gate(table, nb[table], nb, table_rules(table)).rows if r["outcome"] != "passed"]
         assert not failed, failed
 
 
@@ -263,7 +264,7 @@ def test_every_operation_renders_its_prompts_with_the_inputs_the_stage_passes(mo
 
     monkeypatch.setattr(LLMRouter, "call", record)
     _run()
-    stage_ops = set(next(s for s in __import__("finhallu.tasks.pipeline", fromlist=["STAGES"]).STAGES
+    stage_ops = set(next(s for s in __import__("finhallu.stages.pipeline", fromlist=["STAGES"]).STAGES
                          if s.name == "seed_qa").operations)
     assert set(calls) == stage_ops
     for name, inputs in calls.items():

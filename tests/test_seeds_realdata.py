@@ -10,19 +10,24 @@ import numpy as np
 import polars as pl
 import pytest
 
-from finhallu.config import ChunkConfig, IngestConfig, SeedQAConfig
+from finhallu.stages.chunk import ChunkConfig
+from finhallu.stages.ingest import IngestConfig
+from finhallu.stages.seed_qa import SeedQAConfig
 from finhallu.llm.router import LLMRouter
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import run_gate
-from finhallu.schemas.rules import _funnel_non_increasing
-from finhallu.tasks import chunking, ingest, seed_qa
-from finhallu.tasks.base import StageContext
-from finhallu.tasks.seeds.alignment import named_years, seed_mismatch
-from finhallu.tasks.seeds.common import SCHEMA_INPUTS, document_contexts
-from finhallu.tasks.seeds.dedup import deduplicate
-from finhallu.tasks.seeds.multi_llm_qa import answer_question, check_factuality, generate_questions
-from finhallu.tasks.seeds.triplets import extract_triplets
-from finhallu.tasks.seeds.values import parse_cell
+from finhallu.stages.pipeline import table_rules
+from finhallu.stages.seed_qa import _funnel_non_increasing
+from finhallu.stages import chunk as chunking
+from finhallu.stages import ingest
+from finhallu.stages import seed_qa
+from finhallu.stages.base import StageContext
+from finhallu.stages.seed_qa.alignment import named_years, seed_mismatch
+from finhallu.stages.seed_qa.common import SCHEMA_INPUTS, document_contexts
+from finhallu.stages.seed_qa.dedup import deduplicate
+from finhallu.stages.seed_qa.multi_llm_qa import answer_question, check_factuality, generate_questions
+from finhallu.stages.seed_qa.triplets import extract_triplets
+from finhallu.stages.seed_qa.values import parse_cell
 from finhallu.text.numbers import find_numbers
 
 pytestmark = pytest.mark.realdata
@@ -113,8 +118,8 @@ def test_dedup_removes_planted_duplicates_from_real_questions(built):
                generate_questions(chunk=doc.passages[i]["text"], **doc.op_inputs(i), style="colloquial", n=6,
                                   rng_seed=3).questions[0].question]  # the same figure asked in another style
     questions = originals + planted
-    from finhallu.tasks.embedders import embedder_from_config
-    from finhallu.config import EmbedConfig
+    from finhallu.embedders import embedder_from_config
+    from finhallu.embedders import EmbedConfig
 
     vectors = embedder_from_config(EmbedConfig()).encode(questions)
     res = deduplicate(questions, np.asarray(vectors), [(k,) for k in range(len(questions))], LLMRouter({}),
@@ -147,7 +152,7 @@ def test_outputs_pass_their_gates(built):
     inputs, out = built
     nb = {**inputs, **out}
     for table, df in out.items():
-        failed = [r for r in run_gate(table, df, nb).rows if r["outcome"] != "passed"]
+        failed = [r for r in run_gate(table, df, nb, table_rules(table)).rows if r["outcome"] != "passed"]
         assert not failed, (table, failed[:3])
 
 

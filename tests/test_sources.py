@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, fixtures_dir
-from finhallu.tasks.sources import LoadedDoc, Quarantined, get_loader
+from finhallu.sources import LoadedDoc, Quarantined, get_loader
 
 DEMO = ROOT / "src" / "finhallu" / "demo"
 PUA = re.compile("[\ue000-\uf8ff]")
@@ -650,8 +650,8 @@ def test_demo_dart():
 
 def test_get_loader_after_direct_module_import():
     # Importing one loader module first must not hide the others from get_loader.
-    code = ("from finhallu.tasks.sources import sec10k\n"
-            "from finhallu.tasks.sources import get_loader\n"
+    code = ("from finhallu.sources import sec10k\n"
+            "from finhallu.sources import get_loader\n"
             "print(sorted(get_loader(n).name for n in ('aihub', 'dart', 'sec10k')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]

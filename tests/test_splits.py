@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from finhallu.config import SourceConfig, load_config
-from finhallu.tasks import ingest
-from finhallu.tasks.base import StageContext
-from finhallu.tasks.sources import LoadedDoc
+from finhallu.config import load_config
+from finhallu.stages.ingest import SourceConfig
+from finhallu.stages import ingest
+from finhallu.stages.base import StageContext
+from finhallu.sources import LoadedDoc
 from finhallu.text.dates import iso_date, iso_date_or_period
 
 

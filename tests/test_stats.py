@@ -1,4 +1,4 @@
-"""tasks/stats: McNemar, Holm, Cochran's Q and helped/hurt against statsmodels on randomized cases,
+"""stats: McNemar, Holm, Cochran's Q and helped/hurt against statsmodels on randomized cases,
 and the stratified bootstrap counts."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from statsmodels.stats.contingency_tables import cochrans_q as sm_cochrans_q
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from finhallu.tasks import stats
+from finhallu import stats
 
 
 def _paired(seed: int):

@@ -7,9 +7,9 @@ import random
 import re
 from collections import Counter
 
-from finhallu.tasks.inject import TurnView, load_injectors
-from finhallu.tasks.inject.fabricate import ClaimInventory, claim_sentences
-from finhallu.tasks.labelcheck.rules import RULES, Case
+from finhallu.injectors import TurnView, load_injectors
+from finhallu.injectors.fabricate import ClaimInventory, claim_sentences
+from finhallu.labelcheck.rules import RULES, Case
 from finhallu.text.numbers import number_keys
 from finhallu.text.quantities import quantities, states_value
 from finhallu.text.sentences import split_sentences
@@ -101,15 +101,15 @@ def test_opinions_vary_and_pass_the_label_rule_in_both_languages():
 def test_every_opinion_predicate_reads_as_an_opinion_to_both_label_checks():
     # The generator and the two checkers share no code: every predicate the composer can pick (the
     # advice-register ones included) must carry a word both of them read as a judgement.
-    from finhallu.tasks.inject import opinion
-    from finhallu.tasks.inject.verify import _OPINION_MARKERS
-    from finhallu.tasks.labelcheck.rules import _OPINION
+    from finhallu.injectors import opinion
+    from finhallu.injectors.verify import OPINION_MARKERS
+    from finhallu.labelcheck.rules import _OPINION
     for pred in opinion._KO_GENERIC + opinion._KO_CHOICE + opinion._EN_PRED:
-        assert _OPINION_MARKERS.search(pred) and _OPINION.search(pred), pred
+        assert OPINION_MARKERS.search(pred) and _OPINION.search(pred), pred
 
 
 def test_fabricated_figures_move_together_so_the_sentence_keeps_its_own_relations():
-    from finhallu.tasks.inject.fabricate import perturb_figures
+    from finhallu.injectors.fabricate import perturb_figures
     listed = "초기증액형은 가입 초기 1년, 4년, 8년, 11년 중 선택한 기간에는 초기 월지급금의 70% 수준으로 줄어든 금액을 받습니다."
     ranged = "펀드는 1등급부터 6등급까지 6단계의 투자위험등급으로 분류됩니다."
     barrier = "녹인 배리어가 최초기준가격의 50%인 상품에서 기초자산 가격이 한 번이라도 50% 미만으로 떨어지면 손실이 납니다."
@@ -125,7 +125,7 @@ def test_fabricated_figures_move_together_so_the_sentence_keeps_its_own_relation
 
 
 def test_a_year_moves_by_years_beside_an_amount_of_the_same_unit():
-    from finhallu.tasks.inject.fabricate import perturb_figures
+    from finhallu.injectors.fabricate import perturb_figures
     filing = ("Sensitivity decreased because we added $800 million of receive-fixed swaps to hedge "
               "variable-rate loans during 2024.")
     for seed in range(20):

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.tasks.sources import LoadedFacts, Quarantined, get_loader
+from finhallu.sources import LoadedFacts, Quarantined, get_loader
 
 SEC = Path("sec10k") / "xbrl"
 DART = Path("dart") / "xbrl"

@@ -54,7 +54,7 @@ class RichReporter:
 def prefect_api(home: Path):
     """Where runs are reported: PREFECT_API_URL if set, else a running `finhallu ui` for this home,
     else the home's warm local API (started now if needed: it boots while the caller imports)."""
-    from finhallu.flows.local_api import HomeAPI, running_ui_url
+    from finhallu.service.local_api import HomeAPI, running_ui_url
 
     api = None
     if "PREFECT_API_URL" not in os.environ:
@@ -82,8 +82,9 @@ def _validation_line(err: dict) -> str:
     return f"{where}: {err['msg']}{got}"
 
 
-def config_problem(profile: str, sets: list[str] | None, detectors: list[str] | None = None) -> str | None:
-    """What is wrong with a profile and its `--set` overrides, in one line; None when it validates.
+def checked_config(profile: str, sets: list[str] | None = None, detectors: list[str] | None = None,
+                   extra: dict | None = None):
+    """(the profile loaded once, with its `--set` overrides, None) or (None, what is wrong in one line).
     Checked before any work starts (no API server, no lock, no stage)."""
     import yaml
     from pydantic import ValidationError
@@ -91,26 +92,27 @@ def config_problem(profile: str, sets: list[str] | None, detectors: list[str] | 
     from finhallu.config import load_config, merge_dicts, parse_override
 
     try:
-        overrides: dict = {}
+        overrides: dict = dict(extra or {})
         for expr in sets or []:
             overrides = merge_dicts(overrides, parse_override(expr))
         cfg = load_config(profile, overrides or None)
     except ValidationError as exc:
-        return "; ".join(_validation_line(e) for e in exc.errors())
+        return None, "; ".join(_validation_line(e) for e in exc.errors())
     except (FileNotFoundError, ValueError, yaml.YAMLError) as exc:
-        return " ".join(str(exc).split())
+        return None, " ".join(str(exc).split())
     if cfg.injection_qc.verify_labels and cfg.injection_qc.verifier_nli_model:
         from finhallu.nli_model import missing_model
 
         problem = missing_model(cfg.injection_qc.verifier_nli_model)
         if problem:
-            return f"injection_qc.verifier_nli_model: {problem}"
-    return detectors_problem(cfg.detect.detectors, only=detectors)
+            return None, f"injection_qc.verifier_nli_model: {problem}"
+    problem = detectors_problem(cfg.detect.detectors, only=detectors)
+    return (None, problem) if problem else (cfg, None)
 
 
 def detectors_problem(configured: dict[str, dict], only: list[str] | None = None) -> str | None:
     """The first detector that cannot run (unknown name or parameter, missing local model)."""
-    from finhallu.tasks.detectors import detector_problem
+    from finhallu.detectors import detector_problem
 
     for name in only or sorted(configured):
         problem = detector_problem(name, configured.get(name, {}))
@@ -119,13 +121,10 @@ def detectors_problem(configured: dict[str, dict], only: list[str] | None = None
     return None
 
 
-def evaluate_problem(home: Path, profile: str, detectors: list[str] | None, dataset_version: int | None) -> str | None:
-    """What keeps `evaluate` from starting: the profile, a detector, the samples version."""
+def samples_problem(home: Path, dataset_version: int | None) -> str | None:
+    """What keeps `evaluate` from starting besides its config: no samples, or not that version."""
     from finhallu.warehouse import TableStore
 
-    problem = config_problem(profile, None, detectors)
-    if problem:
-        return problem
     store = TableStore(home)
     versions = [r["version"] for r in store.records("samples")]
     if not versions:
@@ -136,31 +135,29 @@ def evaluate_problem(home: Path, profile: str, detectors: list[str] | None, data
 
 
 def cmd_build(args) -> int:
-    problem = config_problem(args.profile, args.set)
+    # --retry-failed sends the calls recorded as failed again (llm.retry_failed)
+    cfg, problem = checked_config(args.profile, args.set,
+                                  extra={"llm": {"retry_failed": True}} if getattr(args, "retry_failed", False) else None)
     if problem:
         print(f"finhallu {args.command}: bad configuration: {problem}", file=sys.stderr)
         return 2
     if getattr(args, "dry_run", False):
-        return _dry_run(args)
+        return _dry_run(args, cfg)
     with prefect_api(_home(args)) as ready:
-        return _build(args, ready)
+        return _build(args, cfg, ready)
 
 
-def _dry_run(args) -> int:
-    from finhallu.config import load_config, merge_dicts, parse_override
+def _dry_run(args, cfg) -> int:
     from finhallu.estimate import dry_run
 
-    overrides: dict = {}
-    for expr in args.set or []:
-        overrides = merge_dicts(overrides, parse_override(expr))
-    cfg = load_config(args.profile, overrides or None)
     est = dry_run(cfg, progress=None if args.json else lambda stage: print(f"dry run: {stage}", file=sys.stderr))
     print(json.dumps(est.to_json(), ensure_ascii=False) if args.json else est.table())
     return 0
 
 
 def cmd_evaluate(args) -> int:
-    problem = evaluate_problem(_home(args), args.profile, args.detector, args.dataset_version)
+    cfg, problem = checked_config(args.profile, None, args.detector)
+    problem = problem or samples_problem(_home(args), args.dataset_version)
     if problem:
         print(f"finhallu evaluate: {problem}", file=sys.stderr)
         return 2
@@ -171,7 +168,7 @@ def cmd_evaluate(args) -> int:
 
         ready()
         try:
-            out = run_evaluate(_home(args), profile=args.profile, dataset_version=args.dataset_version,
+            out = run_evaluate(_home(args), profile=cfg, dataset_version=args.dataset_version,
                                detectors=args.detector, wait_s=args.wait, make_current=args.make_current)
         except MissingKeyError as exc:
             print(f"evaluate: not started: {exc}", file=sys.stderr)
@@ -181,9 +178,9 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_eval_external(args) -> int:
-    problem = config_problem(args.profile, None, args.detector)
+    cfg, problem = checked_config(args.profile, None, args.detector)
     if not problem and args.train_on:
-        from finhallu.tasks.detectors import detector_problem
+        from finhallu.detectors import detector_problem
 
         problem = detector_problem("learned", {"train_on": args.train_on})
     if problem:
@@ -196,7 +193,7 @@ def cmd_eval_external(args) -> int:
 
         ready()
         try:
-            out = run_eval_external(_home(args), args.format, args.path, detectors=args.detector, profile=args.profile,
+            out = run_eval_external(_home(args), args.format, args.path, detectors=args.detector, profile=cfg,
                                     dataset=args.name, limit=args.limit, wait_s=args.wait, train_on=args.train_on)
         except (FileNotFoundError, ValueError, MissingKeyError) as exc:  # unreadable input (names the record), or no key
             print(f"eval-external: {exc}", file=sys.stderr)
@@ -213,27 +210,22 @@ def cmd_eval_external(args) -> int:
     return 0
 
 
-def _build(args, ready) -> int:
+def _build(args, cfg, ready) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from finhallu.config import merge_dicts, parse_override
     from finhallu.flows.build import run_build
     from finhallu.llm.errors import LLMError, MissingKeyError
     from finhallu.progress import set_reporter
     from finhallu.warehouse.lock import HomeBusy
 
     home = _home(args)
-    overrides: dict = {}
-    for expr in args.set or []:
-        overrides = merge_dicts(overrides, parse_override(expr))
     refresh = contextlib.nullcontext()
-    if getattr(args, "retry_failed", False):
+    if cfg.llm.retry_failed:
         # Calls recorded as failed are sent again; for that their stages must run again (not come
         # from Prefect's cache): every stage reruns, every other call is an LLM-cache hit.
         from prefect.settings import PREFECT_TASKS_REFRESH_CACHE, temporary_settings
 
-        overrides = merge_dicts(overrides, {"llm": {"retry_failed": True}})
         refresh = temporary_settings(updates={PREFECT_TASKS_REFRESH_CACHE: True})
     console = Console(stderr=True)
     quiet_llm_stops()
@@ -242,7 +234,7 @@ def _build(args, ready) -> int:
     try:
         with refresh, Progress(*columns, console=console, transient=False, disable=args.json) as progress:
             set_reporter(RichReporter(progress))
-            outcome = run_build(args.profile, home, overrides or None, wait_s=args.wait, until=getattr(args, "stage", None))
+            outcome = run_build(cfg, home, wait_s=args.wait, until=getattr(args, "stage", None))
     except HomeBusy as exc:
         console.print(f"[red]refused:[/red] {exc}")
         return 3
@@ -304,7 +296,7 @@ def quiet_llm_stops() -> None:
 
 
 def _print_summary(console, home: Path, outcome) -> None:
-    from finhallu.tasks.coverage import warnings_from_stats
+    from finhallu.coverage import warnings_from_stats
     from finhallu.warehouse import connect_readonly
 
     con = connect_readonly(home)
@@ -330,7 +322,7 @@ def _print_summary(console, home: Path, outcome) -> None:
     console.print(f"warehouse: {shell if shell.exists() else 'duckdb'} -readonly {home / 'warehouse.duckdb'}")
     console.print(f"report:    {outcome.report}")
     if outcome.flow_run_id:
-        from finhallu.flows.local_api import running_ui_url
+        from finhallu.service.local_api import running_ui_url
 
         ui = running_ui_url(home)
         console.print(f"prefect:   {ui[:-len('/api')]}/runs/flow-run/{outcome.flow_run_id}" if ui else
@@ -339,7 +331,7 @@ def _print_summary(console, home: Path, outcome) -> None:
 
 def cmd_stages(args) -> int:
     from finhallu.config import load_config
-    from finhallu.tasks.pipeline import STAGES
+    from finhallu.stages.pipeline import STAGES
 
     load_config(args.profile)
     for s in STAGES:
@@ -355,7 +347,7 @@ def cmd_ui(args) -> int:
     import signal
     import subprocess
 
-    from finhallu.flows.local_api import ui_url_file
+    from finhallu.service.local_api import ui_url_file
 
     home = _home(args)
     prepare_prefect_env(home)
@@ -396,7 +388,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from finhallu.tasks.export import export_files
+    from finhallu.export import export_files
     from finhallu.warehouse import TableStore
 
     home = _home(args)
@@ -435,7 +427,7 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_stop_api(args) -> int:
-    from finhallu.flows.local_api import stop_home_api
+    from finhallu.service.local_api import stop_home_api
 
     print("stopped" if stop_home_api(_home(args)) else "no warm API server for this home")
     return 0
@@ -443,7 +435,7 @@ def cmd_stop_api(args) -> int:
 
 def cmd_agreement(args) -> int:
     """Judge validation (K-FinHallu Table 1): percent agreement and Gwet's AC1 per criterion."""
-    from finhallu.tasks.agreement import agreement_report, format_report, read_ratings
+    from finhallu.agreement import agreement_report, format_report, read_ratings
 
     try:
         rows = agreement_report(read_ratings(args.ratings), llm_rater=args.llm_rater)
@@ -567,18 +559,42 @@ def cmd_llm_calls(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--home", help="output home (default ./data or $FINHALLU_HOME)")
-    common.add_argument("-v", "--verbose", action="store_true", help="Prefect logs at INFO")
-    parser = argparse.ArgumentParser(prog="finhallu", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    add = lambda name, **kw: sub.add_parser(name, parents=[common], **kw)  # noqa: E731
+class RegistryChoices:
+    """argparse choices read from a registry (or the stage list) only when an argument is checked
+    or help is shown, so a command that needs neither never imports the plug-ins."""
+
+    def __init__(self, names):
+        self._names = names
+        self._cached: list[str] | None = None
+
+    def _all(self) -> list[str]:
+        if self._cached is None:
+            self._cached = list(self._names())
+        return self._cached
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._all()
+
+    def __iter__(self):
+        return iter(self._all())
+
+
+def _stage_names() -> list[str]:
+    from finhallu.stages.pipeline import STAGES
+
+    return [s.name for s in STAGES]
+
+
+def _format_names() -> list[str]:
+    from finhallu.external import FORMATS
+
+    return FORMATS.names()
+
+
+def _build_parsers(add) -> None:
     b = add("build", help="build the benchmark (all stages, cached)")
     sg = add("stage", help="run the DAG up to one stage (cached), e.g. `finhallu stage retrieve`")
-    sg.add_argument("stage", help="stage name (see `finhallu stages`)",
-                    choices=["ingest", "chunk", "embed", "seed_qa", "retrieve", "dialogues", "dialogue_qc", "inject",
-                             "injection_qc", "assemble", "detect", "metrics", "report"])
+    sg.add_argument("stage", help="stage name (see `finhallu stages`)", choices=RegistryChoices(_stage_names))
     for p in (b, sg):
         p.add_argument("--profile", default="demo", help="packaged profile name or a YAML path")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -591,6 +607,12 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(fn=cmd_build)
     b.add_argument("--dry-run", action="store_true",
                    help="run nothing: estimate the build's LLM calls, tokens, cost and minimum time per stage")
+    s = add("stages", help="list the DAG's stages")
+    s.add_argument("--profile", default="demo")
+    s.set_defaults(fn=cmd_stages)
+
+
+def _evaluation_parsers(add) -> None:
     e = add("evaluate", help="run detectors on a published samples version (detect, metrics, report)")
     e.add_argument("--profile", default="demo")
     e.add_argument("--dataset-version", type=int, default=None, help="samples version (default: current)")
@@ -600,8 +622,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="make this evaluation's results the plain views' (default: added beside the build's)")
     e.set_defaults(fn=cmd_evaluate)
     x = add("eval-external", help="run detectors on an external labelled dataset (RAGTruth, HaluEval, JSONL/CSV)")
-    x.add_argument("--format", required=True,
-                   choices=["ragtruth", "halueval-qa", "halueval-dialogue", "halueval-general", "jsonl", "csv"])
+    x.add_argument("--format", required=True, choices=RegistryChoices(_format_names))
     x.add_argument("--path", required=True, help="the dataset's file or folder (RAGTruth: the folder of response.jsonl "
                                                  "and source_info.jsonl)")
     x.add_argument("--detector", action="append", help="detector name (repeatable; default: the profile's)")
@@ -613,16 +634,14 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--wait", type=float, default=0.0)
     x.add_argument("--json", action="store_true", help="print the result as JSON")
     x.set_defaults(fn=cmd_eval_external)
-    s = add("stages", help="list the DAG's stages")
-    s.add_argument("--profile", default="demo")
-    s.set_defaults(fn=cmd_stages)
-    u = add("ui", help="start the Prefect UI on 127.0.0.1")
-    u.add_argument("--port", type=int, default=4200)
-    u.set_defaults(fn=cmd_ui)
-    rp = add("report", help="print the latest build's report path (or an evaluation's with --eval)")
-    rp.add_argument("--eval", help="an evaluation id (eval-... or ext-...; see the reports folder)")
-    rp.set_defaults(fn=cmd_report)
-    add("export", help="write JSONL/SFT exports of the current samples").set_defaults(fn=cmd_export)
+    ag = add("agreement", help="percent agreement and Gwet's AC1 of human (and LLM judge) ratings, per criterion")
+    ag.add_argument("ratings", help="CSV with columns item_id,criterion,rater,rating (see README)")
+    ag.add_argument("--llm-rater", default="llm", help="the rater name of the LLM judge (default: llm)")
+    ag.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    ag.set_defaults(fn=cmd_agreement)
+
+
+def _fetch_parser(add) -> None:
     f = add("fetch", help="download filings from EDGAR or OpenDART into a folder for a profile's sources")
     fsub = f.add_subparsers(dest="source", required=True)
     fe = fsub.add_parser("edgar", help="10-K primary documents (+ companyfacts JSON) of one company")
@@ -641,6 +660,30 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--limit", type=int, default=1, help="most recent N filings")
         p.add_argument("--base-url", help="API base URL (a mirror or a test server)")
     f.set_defaults(fn=cmd_fetch)
+
+
+def _warehouse_parsers(add) -> None:
+    rp = add("report", help="print the latest build's report path (or an evaluation's with --eval)")
+    rp.add_argument("--eval", help="an evaluation id (eval-... or ext-...; see the reports folder)")
+    rp.set_defaults(fn=cmd_report)
+    add("export", help="write JSONL/SFT exports of the current samples").set_defaults(fn=cmd_export)
+    sq = add("sql", help="run a read-only query on the current tables (no query: the duckdb shell)")
+    sq.add_argument("query", nargs="?", help='e.g. "SELECT split, count(*) FROM samples GROUP BY 1"')
+    sq.add_argument("--json", action="store_true", help="print the rows as JSON")
+    sq.set_defaults(fn=cmd_sql)
+    lc = add("llm-calls", help="LLM calls, cache hits, failures, tokens and cost per stage of a build")
+    lc.add_argument("--build", help="build id (default: the latest with LLM calls)")
+    lc.set_defaults(fn=cmd_llm_calls)
+    st = add("status", help="current table versions and recent builds")
+    st.add_argument("--last", type=int, default=5)
+    st.add_argument("--json", action="store_true", help="print the records as JSON")
+    st.set_defaults(fn=cmd_status)
+
+
+def _service_parsers(add) -> None:
+    u = add("ui", help="start the Prefect UI on 127.0.0.1")
+    u.add_argument("--port", type=int, default=4200)
+    u.set_defaults(fn=cmd_ui)
     add("stop-api", help="stop this home's warm Prefect API server (it also stops itself when idle)").set_defaults(fn=cmd_stop_api)
     ls = add("llm-stub", help="serve a loopback LLM (OpenAI + Gemini wire formats) to try a profile offline")
     ls.add_argument("--port", type=int, default=8099)
@@ -652,23 +695,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated fault kinds: 429,500,timeout,html,truncated,schema (default all)")
     ls.add_argument("--seed", type=int, default=0, help="seed of the random faults (same seed, same faults)")
     ls.set_defaults(fn=cmd_llm_stub)
-    sq = add("sql", help="run a read-only query on the current tables (no query: the duckdb shell)")
-    sq.add_argument("query", nargs="?", help='e.g. "SELECT split, count(*) FROM samples GROUP BY 1"')
-    sq.add_argument("--json", action="store_true", help="print the rows as JSON")
-    sq.set_defaults(fn=cmd_sql)
-    lc = add("llm-calls", help="LLM calls, cache hits, failures, tokens and cost per stage of a build")
-    lc.add_argument("--build", help="build id (default: the latest with LLM calls)")
-    lc.set_defaults(fn=cmd_llm_calls)
-    ag = add("agreement", help="percent agreement and Gwet's AC1 of human (and LLM judge) ratings, per criterion")
-    ag.add_argument("ratings", help="CSV with columns item_id,criterion,rater,rating (see README)")
-    ag.add_argument("--llm-rater", default="llm", help="the rater name of the LLM judge (default: llm)")
-    ag.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
-    ag.set_defaults(fn=cmd_agreement)
-    st = add("status", help="current table versions and recent builds")
-    st.add_argument("--last", type=int, default=5)
-    st.add_argument("--json", action="store_true", help="print the records as JSON")
-    st.set_defaults(fn=cmd_status)
-    args = parser.parse_args(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="output home (default ./data or $FINHALLU_HOME)")
+    common.add_argument("-v", "--verbose", action="store_true", help="Prefect logs at INFO")
+    top = argparse.ArgumentParser(prog="finhallu", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def add(name: str, **kw) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kw)
+
+    for group in (_build_parsers, _evaluation_parsers, _fetch_parser, _warehouse_parsers, _service_parsers):
+        group(add)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if not getattr(args, "dry_run", False):  # a dry run runs no flow and leaves the home alone
         prepare_prefect_env(_home(args), args.verbose)
     return args.fn(args)

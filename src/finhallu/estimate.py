@@ -134,9 +134,9 @@ def _remote_roles(cfg: BuildConfig) -> set[str]:
 
 
 def has_remote_roles(cfg: BuildConfig) -> bool:
-    from finhallu.tasks.pipeline import STAGES
+    from finhallu.stages.pipeline import STAGES
 
-    return bool(_remote_roles(cfg) & {r for s in STAGES if s.operations for r in s.roles})
+    return bool(_remote_roles(cfg) & {r for s in STAGES for r in s.calls_roles(cfg)})
 
 
 def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = None) -> BuildEstimate:
@@ -145,26 +145,22 @@ def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = No
     replaying them is a model that decides as the rules do (the dry run's test and benchmark)."""
     from finhallu.llm.runtime import LLMRuntime, use_runtime
     from finhallu.schemas.contracts import CONTRACTS
-    from finhallu.tasks.base import StageContext
-    from finhallu.tasks.pipeline import STAGES
+    from finhallu.stages.pipeline import STAGES
 
     frames, stages = {}, []
     prompts: dict[str, str] = {}  # every prompt estimated so far and its answer: the build's call cache
     remote = _remote_roles(cfg)
     # Past the last stage that calls a remote role there is nothing to count.
-    last_llm = max((i for i, s in enumerate(STAGES) if s.operations and remote & set(s.roles)), default=-1)
+    last_llm = max((i for i, s in enumerate(STAGES) if remote & set(s.calls_roles(cfg))), default=-1)
     with tempfile.TemporaryDirectory(prefix="finhallu-dry-run-") as scratch:
         for stage in STAGES[: last_llm + 1]:
             if progress:
                 progress(stage.name)
-            ctx = StageContext(stage=stage.name, config=getattr(cfg, stage.config_key), seed=cfg.seed,
-                               roles={r: c.model_dump() for r, c in cfg.roles.items() if r in stage.roles},
-                               cache_dir=Path(scratch) / "cache",
-                               sections={name: getattr(cfg, name) for name in stage.reads})
+            ctx = stage.context(cfg, cache_dir=Path(scratch) / "cache")
             runtime = LLMRuntime(cfg.llm, None, stage.name, estimating=True)
             runtime.estimated_prompts, runtime.estimated_answers = prompts, answers
             with use_runtime(runtime):
-                outputs = stage.fn({n: frames[n] for n in stage.inputs}, ctx)
+                outputs = stage.run({n: frames[n] for n in stage.inputs}, ctx)
             frames.update({n: CONTRACTS[n].conform(outputs[n]) for n in stage.outputs})
             stages.append(stage_estimate(stage.name, runtime.ledger.rows(), cfg.llm))
     return BuildEstimate(cfg.profile, cfg.hash(), stages)

@@ -1,1 +1,1 @@
-"""Thin Prefect flows over the pure stages in `finhallu.tasks`."""
+"""Thin Prefect flows over the pure stages in `finhallu.stages`."""

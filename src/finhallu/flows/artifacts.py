@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-from finhallu.tasks.report import render_comparison
+from finhallu.stages.report import render_comparison
 from finhallu.warehouse import Catalog, TableRef
 
 TABLE_METRICS = [("binary", "f1"), ("binary", "precision"), ("binary", "recall"), ("binary", "mcc"), ("binary", "roc_auc"),

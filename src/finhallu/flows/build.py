@@ -1,30 +1,28 @@
 """The build flow: the whole DAG as one Prefect flow of cached stage tasks.
 
-`run_build` is the entry point for the CLI, deployments and tests: it takes the home lock,
-sweeps debris of killed publishes, points Prefect's result storage (cache records) into the
-home folder, runs the flow and records the build in the catalog.
+`run_build` is the entry point for the CLI, deployments and tests: it loads the profile (once),
+checks the roles' keys, holds the home for the run (flows/session.py), runs the flow and records
+the build in the catalog. Each stage's results (its cache records) live in the home folder.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import flow
 
-from finhallu.config import load_config
+from finhallu.config import BuildConfig, load_config
 from finhallu.flows.artifacts import finalize_evaluation
+from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
 from finhallu.flows.stage_task import stage_results_dir, stage_task
 from finhallu.progress import reporter
 from finhallu.schemas.gate import GateFailed
-from finhallu.tasks.export import export_files
-from finhallu.tasks.pipeline import STAGES
+from finhallu.export import export_files
+from finhallu.stages.pipeline import STAGES
 from finhallu.warehouse import Catalog, TableRef
-from finhallu.warehouse.lock import HomeLock
 from finhallu.warehouse.store import utc_now
 
 
@@ -48,7 +46,7 @@ class BuildOutcome:
             return []
         import polars as pl
 
-        from finhallu.tasks.coverage import warnings_from_stats
+        from finhallu.coverage import warnings_from_stats
 
         return warnings_from_stats(pl.read_parquet(f"{ref.path}/*.parquet").to_dicts())
 
@@ -62,8 +60,7 @@ def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
 
 
 @flow(name="finhallu-build", flow_run_name="build-{build_id}", persist_result=False, log_prints=True)
-def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = None, until: str | None = None) -> dict:
-    cfg = load_config(profile, overrides)
+def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = None) -> dict:
     catalog = Catalog(Path(home))
     store = catalog.store
     refs: dict[str, TableRef] = {}
@@ -80,7 +77,6 @@ def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = 
             result = state.result(raise_on_failure=False)
         if not state.is_completed():
             reporter().stage_finished(stage.name, "failed")
-            catalog.refresh_views()
             raise result if isinstance(result, BaseException) else RuntimeError(f"stage {stage.name} failed: {state.message}")
         (cached if state.name == "Cached" else ran).append(stage.name)
         refs.update(result)
@@ -89,47 +85,12 @@ def build_flow(profile: str, home: str, build_id: str, overrides: dict | None = 
     # one consistent build, never a mix of a failed build's early stages and older late ones.
     if until is None:
         store.set_current(list(refs.values()))
-    catalog.refresh_views()
-    if until is None:  # compare.html beside the report + keyed Prefect artifacts of this run
+        catalog.refresh_views()  # compare.html beside the report + keyed Prefect artifacts of this run
         finalize_evaluation(home, build_id, refs)
     from prefect.runtime import flow_run
 
     return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed,
             "flow_run_id": flow_run.id}
-
-
-def _write_report(home: Path, build_id: str, ref: TableRef) -> Path:
-    import polars as pl
-
-    html = pl.read_parquet(Path(ref.path) / "part-0.parquet")["html"][0]
-    out = home / "reports" / build_id / "index.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, out)
-    return out
-
-
-def check_role_keys(cfg, until: str | None = None, only: tuple[str, ...] | None = None) -> None:
-    """Every LLM role a stage of this run calls (all stages, those up to `until`, or `only` these)
-    must have its key and endpoint now, not hours in."""
-    from finhallu.llm.errors import MissingKeyError
-    from finhallu.llm.keys import check_keys
-    from finhallu.llm.providers import get_provider
-
-    stages = STAGES if until is None else STAGES[: [s.name for s in STAGES].index(until) + 1]
-    if only is not None:
-        stages = [s for s in STAGES if s.name in only]
-    needed = {r for s in stages if s.operations for r in s.roles if r in cfg.roles}
-    roles = {r: cfg.roles[r].model_dump() for r in sorted(needed)}
-    check_keys(roles)
-    for role, rc in roles.items():
-        provider = get_provider(rc["provider"])
-        if not getattr(provider, "offline", False):
-            try:
-                provider.endpoint(role, rc)
-            except ValueError as exc:
-                raise MissingKeyError(str(exc)) from None
 
 
 def announce_estimate(cfg, home: Path) -> None:
@@ -146,44 +107,38 @@ def announce_estimate(cfg, home: Path) -> None:
     reporter().note(est.line() + " (`finhallu build --dry-run` prints it per stage)")
 
 
-def new_build_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-
-
-def run_build(profile: str, home: str | Path, overrides: dict | None = None, wait_s: float = 0.0,
+def run_build(profile: str | BuildConfig, home: str | Path, overrides: dict | None = None, wait_s: float = 0.0,
               build_id: str | None = None, until: str | None = None) -> BuildOutcome:
     """Run the DAG (or, with `until`, the stages up to and including that one: their versions are
-    published and visible in `<table>_all`, but current versions move only on a full build)."""
+    published and visible in `<table>_all`, but current versions move only on a full build).
+    `profile`: a profile name or path (loaded here, once) or an already loaded config."""
     home = Path(home).resolve()
-    home.mkdir(parents=True, exist_ok=True)
     build_id = build_id or new_build_id()
-    cfg = load_config(profile, overrides)  # fail fast on a bad profile, before taking the lock
+    cfg = profile if isinstance(profile, BuildConfig) else load_config(profile, overrides)  # fails fast, before the lock
     check_role_keys(cfg, until)  # and on a missing API key, before any stage runs
+    home.mkdir(parents=True, exist_ok=True)
     announce_estimate(cfg, home)
-    catalog = Catalog(home)
-    started = utc_now()
     t0 = time.perf_counter()
-    with HomeLock(home, {"build_id": build_id, "started_at": started}, wait_s=wait_s):
-        catalog.recover()
-        record = {"build_id": build_id, "profile": cfg.profile, "status": "running", "started_at": started,
+    with home_session(home, build_id, wait_s) as catalog:
+        record = {"build_id": build_id, "profile": cfg.profile, "status": "running", "started_at": utc_now(),
                   "config_hash": cfg.hash(), "seed": cfg.seed}
         catalog.record_build(record)
         outcome = BuildOutcome(build_id, "failed")
         try:
-            out = build_flow(profile=profile, home=str(home), build_id=build_id, overrides=overrides, until=until)
+            out = build_flow(cfg=cfg, home=str(home), build_id=build_id, until=until)
             outcome.status = "succeeded"
             outcome.refs, outcome.stages_run, outcome.stages_cached = out["refs"], out["ran"], out["cached"]
             outcome.flow_run_id = out.get("flow_run_id")
             if until is None:
-                outcome.report = str(_write_report(home, build_id, out["refs"]["report_index"]))
+                outcome.report = str(write_report(home, build_id, out["refs"]["report_index"]))
                 export_files(home, out["refs"]["samples"])
         except GateFailed as exc:
             outcome.failed_stage, outcome.message = exc.stage, str(exc)
         except Exception as exc:  # any other stage error: recorded, re-raised after bookkeeping
             outcome.failed_stage, outcome.message = "?", f"{type(exc).__name__}: {exc}"
-            _finish(catalog, record, outcome, t0)
             raise
-        _finish(catalog, record, outcome, t0)
+        finally:
+            _finish(catalog, record, outcome, t0)
         return outcome
 
 
@@ -194,7 +149,6 @@ def _finish(catalog: Catalog, record: dict, outcome: BuildOutcome, t0: float) ->
                   stages_cached=outcome.stages_cached, failed_stage=outcome.failed_stage,
                   message=outcome.message[:4000], report=outcome.report)
     catalog.record_build(record)
-    catalog.refresh_views()
 
 
 def summary_json(outcome: BuildOutcome) -> str:

@@ -11,13 +11,12 @@ from pathlib import Path
 
 from prefect import flow
 
-from finhallu.config import load_config
+from finhallu.config import BuildConfig, load_config, with_detectors
 from finhallu.flows.artifacts import finalize_evaluation
-from finhallu.flows.build import _run_stage, _write_report, check_role_keys, new_build_id
-from finhallu.tasks.pipeline import STAGES_BY_NAME
+from finhallu.flows.build import _run_stage
+from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
+from finhallu.stages.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog, TableRef
-from finhallu.warehouse.lock import HomeLock
-from finhallu.warehouse.store import utc_now
 
 EVAL_STAGES = ("detect", "metrics", "report")
 
@@ -44,17 +43,13 @@ def _stats_for(catalog: Catalog, samples: TableRef) -> TableRef:
 
 
 @flow(name="finhallu-evaluate-stages", flow_run_name="evaluate-{build_id}", persist_result=False)
-def evaluate_flow(home: str, profile: str, build_id: str, overrides: dict | None, samples: TableRef,
-                  stats: TableRef) -> dict:
-    cfg = load_config(profile, overrides)
-    if overrides:  # merge_dicts adds keys; the detector selection must replace the profile's set
-        cfg.detect.detectors = overrides["detect"]["detectors"]
+def evaluate_flow(cfg: BuildConfig, home: str, build_id: str, samples: TableRef, stats: TableRef) -> dict:
     refs = run_eval_stages(cfg, home, build_id, {"samples": samples, "dataset_stats": stats})
     finalize_evaluation(home, build_id, refs)
     return refs
 
 
-def run_eval_stages(cfg, home: str, build_id: str, refs: dict[str, TableRef]) -> dict[str, TableRef]:
+def run_eval_stages(cfg: BuildConfig, home: str, build_id: str, refs: dict[str, TableRef]) -> dict[str, TableRef]:
     """detect -> metrics -> report on the given `samples` / `dataset_stats` refs (cached stage tasks)."""
     refs = dict(refs)
     for name in EVAL_STAGES:
@@ -64,24 +59,26 @@ def run_eval_stages(cfg, home: str, build_id: str, refs: dict[str, TableRef]) ->
     return refs
 
 
-def run_evaluate(home: str | Path, profile: str = "demo", dataset_version: int | None = None,
+def selected_detectors(cfg: BuildConfig, detectors: list[str] | None) -> BuildConfig:
+    """The profile's config with exactly these detectors (its parameters where it has them), or as it is."""
+    if not detectors:
+        return cfg
+    return with_detectors(cfg, {d: cfg.detect.detectors.get(d, {}) for d in detectors})
+
+
+def run_evaluate(home: str | Path, profile: str | BuildConfig = "demo", dataset_version: int | None = None,
                  detectors: list[str] | None = None, wait_s: float = 0.0, make_current: bool = False) -> dict:
     home = Path(home).resolve()
-    catalog = Catalog(home)
-    build_id = "eval-" + new_build_id()
-    overrides = None
-    if detectors:  # select exactly these (with the profile's parameters where it has them), not add
-        profile_detectors = load_config(profile).detect.detectors
-        overrides = {"detect": {"detectors": {d: profile_detectors.get(d, {}) for d in detectors}}}
-    check_role_keys(load_config(profile, overrides), only=("detect",))  # e.g. the LLM judge's key, before any work
-    with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
+    build_id = new_build_id("eval-")
+    cfg = selected_detectors(profile if isinstance(profile, BuildConfig) else load_config(profile), detectors)
+    check_role_keys(cfg, only=("detect",))  # e.g. the LLM judge's key, before any work
+    with home_session(home, build_id, wait_s) as catalog:
         samples = _ref_of(catalog, "samples", dataset_version)
         stats = _stats_for(catalog, samples)
-        refs = evaluate_flow(str(home), profile, build_id, overrides, samples, stats)
+        refs = evaluate_flow(cfg, str(home), build_id, samples, stats)
         current = make_current and catalog.store.current().get("samples") == samples.version
         if current:
             catalog.store.set_current([refs[n] for n in ("detections", "metrics", "confusion", "detector_tests", "report_index")])
-        catalog.refresh_views()
-        report = _write_report(home, build_id, refs["report_index"])
+        report = write_report(home, build_id, refs["report_index"])
     return {"build_id": build_id, "samples_version": samples.version, "became_current": current, "report": str(report),
             "tables": {n: f"{r.name}@{r.version}" for n, r in refs.items()}}

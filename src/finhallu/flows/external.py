@@ -1,6 +1,6 @@
 """`finhallu eval-external`: run detectors on an external labelled dataset (RAGTruth, HaluEval, JSONL/CSV).
 
-The dataset is read by its loader (tasks/external/), gated and published as an `external_samples`
+The dataset is read by its loader (external/), gated and published as an `external_samples`
 version (with a small `dataset_stats` version), then the same cached detect -> metrics -> report
 stages run on it. Results land in `detections` / `metrics` / `confusion` / `detector_tests` with
 `dataset` = the dataset's name and `dataset_version` = its content hash; they never become the
@@ -15,16 +15,14 @@ from pathlib import Path
 import polars as pl
 from prefect import flow
 
-from finhallu.config import load_config
+from finhallu.config import BuildConfig, load_config, with_detectors
 from finhallu.flows.artifacts import finalize_evaluation
-from finhallu.flows.build import _write_report, check_role_keys, new_build_id
+from finhallu.flows.publish import gate_outputs, publish_gated
+from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
 from finhallu.flows.evaluate import run_eval_stages
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.schemas.gate import GateFailed, run_gate
-from finhallu.tasks.external import load_external
+from finhallu.external import load_external
 from finhallu.warehouse import Catalog, TableRef
-from finhallu.warehouse.lock import HomeLock
-from finhallu.warehouse.store import utc_now
 
 SUMMARY = [("binary", "accuracy"), ("binary", "f1"), ("binary", "mcc"), ("binary", "roc_auc"), ("binary", "pr_auc"),
            ("4class", "macro_f1"), ("type", "macro_f1")]
@@ -43,15 +41,6 @@ def dataset_stats_of(samples: pl.DataFrame) -> pl.DataFrame:
     return CONTRACTS["dataset_stats"].conform(pl.DataFrame(rows))
 
 
-def _publish(catalog: Catalog, name: str, frame: pl.DataFrame, parents: list[TableRef], build_id: str) -> TableRef:
-    result = run_gate(name, frame, {})
-    catalog.record_dq(build_id, "eval_external", name, result.rows)
-    if not result.ok:
-        raise GateFailed(result, "eval_external")
-    return catalog.store.publish(name, frame, parents=parents, build_id=build_id, flow_run_id=None, stage="eval_external",
-                                 gate="passed")
-
-
 def files_digest(path: Path) -> str:
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     h = hashlib.sha256()
@@ -61,12 +50,20 @@ def files_digest(path: Path) -> str:
 
 
 @flow(name="finhallu-eval-external", flow_run_name="eval-external-{build_id}", persist_result=False)
-def external_flow(home: str, profile: str, build_id: str, detectors: dict, samples: TableRef, stats: TableRef) -> dict:
-    cfg = load_config(profile)
-    cfg.detect.detectors = detectors
+def external_flow(cfg: BuildConfig, home: str, build_id: str, samples: TableRef, stats: TableRef) -> dict:
     refs = run_eval_stages(cfg, home, build_id, {"samples": samples, "dataset_stats": stats})
     finalize_evaluation(home, build_id, refs)
     return refs
+
+
+def publish_dataset(catalog: Catalog, frame: pl.DataFrame, build_id: str) -> tuple[TableRef, TableRef]:
+    """The external dataset and its counts, through the same gated publish as a stage's outputs."""
+    step = "eval_external"
+    samples = publish_gated(catalog, gate_outputs(catalog, step, {"external_samples": frame}, {}, {}, build_id), [],
+                            build_id)["external_samples"]
+    stats = dataset_stats_of(frame)
+    gated = gate_outputs(catalog, step, {"dataset_stats": stats}, {"external_samples": frame}, {}, build_id)
+    return samples, publish_gated(catalog, gated, [samples], build_id)["dataset_stats"]
 
 
 def summarize(metrics: pl.DataFrame) -> dict:
@@ -82,34 +79,29 @@ def summarize(metrics: pl.DataFrame) -> dict:
 
 
 def run_eval_external(home: str | Path, fmt: str, path: str | Path, detectors: list[str] | None = None,
-                      profile: str = "demo", dataset: str | None = None, limit: int | None = None,
+                      profile: str | BuildConfig = "demo", dataset: str | None = None, limit: int | None = None,
                       wait_s: float = 0.0, train_on: str | None = None) -> dict:
     """train_on: FORMAT:PATH of a labelled set whose every row the learned detector also trains on
     (its content hash enters the detector's parameters, so the cached detections follow the files)."""
     home = Path(home).resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    cfg = load_config(profile)
-    chosen = detectors or list(cfg.detect.detectors)
-    selected = {d: cfg.detect.detectors.get(d, {}) for d in chosen}
+    cfg = profile if isinstance(profile, BuildConfig) else load_config(profile)
+    selected = {d: cfg.detect.detectors.get(d, {}) for d in (detectors or list(cfg.detect.detectors))}
     if train_on:
         if "learned" not in selected:
             raise ValueError("--train-on trains the learned detector: select it (--detector learned)")
-        from finhallu.tasks.detectors.learned import split_spec
+        from finhallu.detectors.learned import split_spec
 
         digest = files_digest(Path(split_spec(train_on)[1]).expanduser())
         selected["learned"] = {**(selected["learned"] or {}), "train_on": train_on, "train_on_sha256": digest}
+    cfg = with_detectors(cfg, selected)
     check_role_keys(cfg, only=("detect",))
     frame = load_external(fmt, path, dataset, limit)
     name = frame["dataset"][0]
-    build_id = "ext-" + new_build_id()
-    catalog = Catalog(home)
-    with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
-        catalog.recover()
-        samples = _publish(catalog, "external_samples", frame, [], build_id)
-        stats = _publish(catalog, "dataset_stats", dataset_stats_of(frame), [samples], build_id)
-        refs = external_flow(str(home), profile, build_id, selected, samples, stats)
-        catalog.refresh_views()
-        report = _write_report(home, build_id, refs["report_index"])
+    build_id = new_build_id("ext-")
+    with home_session(home, build_id, wait_s) as catalog:
+        samples, stats = publish_dataset(catalog, frame, build_id)
+        refs = external_flow(cfg, str(home), build_id, samples, stats)
+        report = write_report(home, build_id, refs["report_index"])
     metrics = catalog.store.read(refs["metrics"])
     return {"build_id": build_id, "format": fmt, "dataset": name, "dataset_version": samples.content_hash[:16],
             "files_sha256": files_digest(Path(path).expanduser()), "samples": frame.height,

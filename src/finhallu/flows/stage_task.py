@@ -20,10 +20,9 @@ from finhallu.flows.stage_report import publish_stage_summary
 from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
 from finhallu.progress import reporter
-from finhallu.schemas.contracts import CONTRACTS, ContractError
-from finhallu.schemas.gate import GateFailed, GateResult, run_gate
-from finhallu.tasks.base import StageContext, module_closure_hash
-from finhallu.tasks.pipeline import STAGES_BY_NAME
+from finhallu.flows.publish import gate_outputs, publish_gated
+from finhallu.codeversion import source_hash
+from finhallu.stages.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog, TableRef
 
 
@@ -33,17 +32,18 @@ def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildC
         "stage": stage.name,
         "code": stage.code_version,
         "resources": stage.resource_version,  # e.g. the report's HTML templates
-        "contracts": module_closure_hash("finhallu.schemas.contracts"),  # conform() casts outputs
+        "contracts": source_hash("finhallu.schemas.contracts", "finhallu.taxonomy"),  # conform() casts outputs
         "prompts": prompt_versions(stage.operations),
-        "config": cfg.section(stage.config_key),
+        "config": cfg.section(stage.name),
         "reads": {name: cfg.section(name) for name in stage.reads},
         "seed": cfg.seed,
-        "roles": {r: role_key_material(r, cfg.roles[r].model_dump()) for r in stage.roles if r in cfg.roles},
+        "roles": {r: role_key_material(r, cfg.roles[r].model_dump())
+                  for r in stage.roles_for(getattr(cfg, stage.name), cfg.roles) if r in cfg.roles},
         "inputs": {name: ref.content_hash for name, ref in sorted(inputs.items())},
         "home": str(Path(home).resolve()),
     }
     if stage.name == "ingest":
-        from finhallu.tasks.ingest import inputs_fingerprint
+        from finhallu.stages.ingest import inputs_fingerprint
 
         material["raw_files"] = inputs_fingerprint(cfg.ingest)
     return material
@@ -80,24 +80,19 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
     stage = STAGES_BY_NAME[stage_name]
     started = time.perf_counter()
     catalog = Catalog(Path(home))
-    store = catalog.store
-    frames = {name: store.read(ref) for name, ref in inputs.items()}
-    ctx = StageContext(
-        stage=stage.name,
-        config=getattr(cfg, stage.config_key),
-        seed=cfg.seed,
-        roles={r: c.model_dump() for r, c in cfg.roles.items() if r in stage.roles},  # only what the key covers
+    frames = {name: catalog.store.read(ref) for name, ref in inputs.items()}
+    ctx = stage.context(
+        cfg,
         input_hashes={n: r.content_hash for n, r in inputs.items()},
         progress=lambda done, total: reporter().stage_progress(stage.name, done, total),
         cache_dir=Path(home) / "cache",
         warn=stage_warning,
-        sections={name: getattr(cfg, name) for name in stage.reads},
     )
     runtime = LLMRuntime.for_home(Path(home), cfg.llm, stage.name)
     stopped = True  # until the stage returns: a rejected key or a spent failure budget stops it
     try:
         with use_runtime(runtime):
-            outputs = stage.fn(frames, ctx)
+            outputs = stage.run(frames, ctx)
         stopped = False
     finally:  # spent money is recorded even when the stage or its gate fails
         catalog.record_llm_calls(build_id, stage.name, runtime.ledger.rows())
@@ -118,30 +113,11 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
     if missing:
         raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
 
-    conformed, results = {}, {}
-    for name in stage.outputs:
-        try:
-            conformed[name] = CONTRACTS[name].conform(outputs[name])
-        except ContractError as exc:
-            res = GateResult(name, [{"suite": f"{name}.contract", "expectation": "conforms_to_contract", "column_name": None,
-                                     "outcome": "failed", "unexpected_count": None, "sample": None, "detail": str(exc)}])
-            results[name] = res
-    neighbours = {**frames, **conformed}
-    for name, df in conformed.items():
-        results[name] = run_gate(name, df, neighbours)
-    for name in stage.outputs:
-        catalog.record_dq(build_id, stage.name, name, results[name].rows)
-    publish_stage_summary(stage.name, frames, {n: conformed.get(n, outputs[n]) for n in stage.outputs},
-                          time.perf_counter() - started, {n: results[n].rows for n in stage.outputs}, llm_summary,
+    gated = gate_outputs(catalog, stage.name, {n: outputs[n] for n in stage.outputs}, frames, stage.rules, build_id)
+    publish_stage_summary(stage.name, frames, {n: gated.tables.get(n, outputs[n]) for n in stage.outputs},
+                          time.perf_counter() - started, {n: r.rows for n, r in gated.results.items()}, llm_summary,
                           saved_stage_estimate(Path(home), cfg.hash(), stage.name))
-    bad = [results[n] for n in stage.outputs if not results[n].ok]
-    if bad:
-        raise GateFailed(bad[0], stage.name)
-    refs = {}
-    for name in stage.outputs:
-        refs[name] = store.publish(name, conformed[name], parents=list(inputs.values()), build_id=build_id,
-                                   flow_run_id=flow_run_id, stage=stage.name, gate="passed")
-    return refs
+    return publish_gated(catalog, gated, list(inputs.values()), build_id, flow_run_id)
 
 
 def stage_warning(message: str) -> None:

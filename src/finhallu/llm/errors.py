@@ -35,3 +35,7 @@ class KeyRejected(LLMError):
 class FailureBudgetExceeded(LLMError):
     """More than `llm.max_failed_share` of a stage's provider calls failed for good: the stage
     stops instead of hammering a provider that is down."""
+
+
+class UndeclaredCallError(LLMError):
+    """A stage called a role or operation its declaration does not list (a bug in the stage)."""

@@ -9,13 +9,8 @@ from __future__ import annotations
 import os
 
 from finhallu.llm.errors import MissingKeyError
+from finhallu.llm.providers import get_provider
 
-DEFAULT_KEY_ENVS = {
-    "openai": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "openai_compatible": ("OPENAI_API_KEY",),
-}
-KEYLESS = {"offline"}
 # vLLM and Ollama accept any key unless started with one; the SDK insists on a non-empty string.
 PLACEHOLDER_KEY = "not-needed"
 
@@ -56,9 +51,10 @@ def resolve_key_source(role: str, cfg: dict) -> tuple[str | None, str | None]:
     """(key, where it came from: the env var or Secret block) for a role; whitespace around the
     key is stripped and its shape checked (MissingKeyError naming the variable, never the key)."""
     provider = cfg["provider"]
-    if provider in KEYLESS:
+    plugin = get_provider(provider)
+    if getattr(plugin, "offline", False):
         return None, None
-    envs = (cfg["api_key_env"],) if cfg.get("api_key_env") else DEFAULT_KEY_ENVS[provider]
+    envs = (cfg["api_key_env"],) if cfg.get("api_key_env") else plugin.key_envs
     for env in envs:
         if os.environ.get(env, "").strip():
             return _checked(role, env, os.environ[env]), env
@@ -67,7 +63,7 @@ def resolve_key_source(role: str, cfg: dict) -> tuple[str | None, str | None]:
         if value and value.strip():
             where = f"the Prefect Secret block {cfg['api_key_secret']!r}"
             return _checked(role, where, value), where
-    if provider == "openai_compatible":
+    if getattr(plugin, "key_optional", False):
         return PLACEHOLDER_KEY, None
     where = " or ".join(envs)
     if cfg.get("api_key_secret"):

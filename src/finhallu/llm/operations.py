@@ -51,7 +51,7 @@ class Operation:
         return (("system", SYSTEM[lang]), ("user", user))
 
 
-# Package templates do not change while a process runs (as for module_closure_hash): read, compile
+# Package templates do not change while a process runs (as for codeversion.code_hash): read, compile
 # and hash each once, not on every one of a stage's thousands of calls.
 @lru_cache(maxsize=None)
 def _compiled(name: str, lang: str):
@@ -74,9 +74,10 @@ def prompt_versions(names: tuple[str, ...]) -> dict[str, str]:
 
 @lru_cache(maxsize=None)
 def prompt_version(name: str) -> str:
-    """Hash of the operation's prompt templates (all languages): its prompt version."""
+    """Hash of the operation's prompt templates and system line (all languages): its prompt version."""
     h = hashlib.sha256()
     for lang in ("ko", "en"):
         f = resources.files("finhallu") / "prompts" / lang / f"{name}.j2"
         h.update(f.read_bytes() if f.is_file() else b"")
+        h.update(SYSTEM[lang].encode())
     return h.hexdigest()[:16]

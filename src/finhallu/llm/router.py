@@ -13,10 +13,11 @@ import asyncio
 import json
 import re
 import threading
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from finhallu.llm.errors import ProviderError
+from finhallu.llm.errors import ProviderError, UndeclaredCallError
 from finhallu.llm.operations import OPERATIONS
 from finhallu.llm.providers import get_provider
 from finhallu.llm.request import LLMRequest
@@ -77,10 +78,29 @@ def _run(coro):
     return asyncio.run_coroutine_threadsafe(coro, _loop()).result()
 
 
+@dataclass(frozen=True)
+class DeclaredCalls:
+    """The roles and operations a stage declares: the only ones its router may call. An undeclared
+    role would otherwise run on the offline rules backend unseen, outside the cache key and the key check."""
+
+    stage: str
+    roles: frozenset[str]
+    operations: frozenset[str]
+
+    def check(self, role: str, op_name: str) -> None:
+        if role not in self.roles or op_name not in self.operations:
+            what = f"role {role!r}" if role not in self.roles else f"operation {op_name!r}"
+            raise UndeclaredCallError(
+                f"stage {self.stage} calls {what} ({role}/{op_name}) that its declaration does not list "
+                f"(roles: {sorted(self.roles)}; operations: {sorted(self.operations)})")
+
+
 class LLMRouter:
-    def __init__(self, roles: dict[str, dict], runtime: LLMRuntime | None = None):
+    def __init__(self, roles: dict[str, dict], runtime: LLMRuntime | None = None,
+                 declared: DeclaredCalls | None = None):
         self.roles = roles
         self._runtime = runtime
+        self.declared = declared  # None: any role (a router made outside a stage: tests, tools)
 
     @property
     def runtime(self) -> LLMRuntime:
@@ -101,6 +121,7 @@ class LLMRouter:
     def call(self, role: str, op_name: str, *, sample: int = 0, **inputs):
         """Run operation `op_name` for `role`; inputs are its keyword arguments (incl. `lang`).
         Returns the validated output, or None when a remote call failed for good (recorded)."""
+        self._check(role, op_name)
         if self.is_offline(role):
             return self._offline(role, op_name, inputs)
         if self.runtime.estimating:
@@ -110,6 +131,7 @@ class LLMRouter:
     def call_many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int] | None = None) -> list:
         """Many independent calls of one operation, concurrently within the model's limits (and
         through the provider's batch API when the role asks for it). Order is preserved."""
+        self._check(role, op_name)
         if self.is_offline(role):
             return [self._offline(role, op_name, dict(i)) for i in inputs_list]
         if self.runtime.estimating:
@@ -118,6 +140,7 @@ class LLMRouter:
         return _run(self._bound()._many(role, op_name, inputs_list, samples))
 
     async def acall(self, role: str, op_name: str, *, sample: int = 0, _batch: dict | None = None, **inputs):
+        self._check(role, op_name)
         if self.is_offline(role):
             return self._offline(role, op_name, inputs)
         op = OPERATIONS[op_name]
@@ -147,9 +170,13 @@ class LLMRouter:
                 return None
 
     # ---- internals ----------------------------------------------------------------------
+    def _check(self, role: str, op_name: str) -> None:
+        if self.declared is not None:
+            self.declared.check(role, op_name)
+
     def _bound(self) -> "LLMRouter":
         # Resolve the stage's runtime in the calling thread, before the call hops to the LLM loop.
-        return self if self._runtime is not None else LLMRouter(self.roles, self.runtime)
+        return self if self._runtime is not None else LLMRouter(self.roles, self.runtime, self.declared)
 
     def _offline(self, role: str, op_name: str, inputs: dict):
         op = OPERATIONS[op_name]

@@ -36,14 +36,10 @@ log = logging.getLogger("finhallu.llm")
 BATCH_DISCOUNT = 0.5  # OpenAI Batch API and Gemini batch mode both bill half the online price
 
 
-def _cfg_get(obj, name, default=None):
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
-
-
 class LLMRuntime:
     def __init__(self, settings=None, cache: CallCache | None = None, stage: str = "adhoc",
                  sleep=asyncio.sleep, rng=random.random, estimating: bool = False):
-        from finhallu.config import LLMConfig
+        from finhallu.llm.config import LLMConfig
 
         self.settings = settings if settings is not None else LLMConfig()
         # A dry run: remote roles answer with their rules backend and the ledger records what the

@@ -118,6 +118,189 @@ class _Server(ThreadingHTTPServer):
     # A deep accept queue: with the default of 5, a burst of concurrent connects overflows it and
     # a client's SYN waits for a retransmit (seconds), which reads as a timeout that never reached us.
     request_queue_size = 256
+    stub: "StubLLM"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One request to the stub: the OpenAI and Gemini routes it serves, each answered or faulted."""
+
+    protocol_version = "HTTP/1.1"
+    server: "_Server"
+
+    @property
+    def stub(self) -> "StubLLM":
+        return self.server.stub
+
+    def log_message(self, *a):  # quiet
+        pass
+
+    def _send(self, status: int, body, headers: dict | None = None, raw: bytes | None = None,
+              content_type: str = "application/json", truncate: bool = False):
+        data = raw if raw is not None else json.dumps(body, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if truncate:  # the connection drops halfway through the announced body
+            data = data[: len(data) // 2]
+            self.close_connection = True
+        try:
+            self.wfile.write(data)
+            if truncate:
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+
+    def _batch_fault(self) -> bool:
+        """A random fault on a batch submission (upload or create): a 429 or a 500; a 404
+        when the stub plays an endpoint without a batch API."""
+        if not self.stub.batch_api:
+            with self.stub.lock:
+                self.stub.requests.append({"kind": "batch_refused", "model": "", "schema": ""})
+            self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+            return True
+        kind = self.stub.draw_fault("batch-submit")
+        if kind is None:
+            return False
+        self.stub._note_fault(kind)
+        status = 429 if kind == "429" else 500
+        self._send(status, {"error": {"message": f"stub fault {status}", "code": status}},
+                   {"retry-after-ms": "10", "Retry-After": "0"} if status == 429 else None)
+        return True
+
+    def _body(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        m = re.fullmatch(r"/v1/files/([^/]+)/content", path)
+        if m and m.group(1) in self.stub.files:
+            return self._send(200, None, raw=self.stub.files[m.group(1)])
+        m = re.fullmatch(r"/v1/batches/([^/]+)", path)
+        if m and m.group(1) in self.stub.batches:
+            return self._send(200, self.stub._openai_batch_poll(m.group(1)))
+        m = re.fullmatch(r"/v1(?:beta)?/(batches/[^/]+)", path)
+        if m and m.group(1) in self.stub.batches:
+            return self._send(200, self.stub._gemini_batch_poll(m.group(1)))
+        self._send(404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}})
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        raw = self._body()
+        if path == "/v1/chat/completions":
+            return self._chat(json.loads(raw), raw)
+        if path == "/v1/files":
+            if self._batch_fault():
+                return
+            return self._send(200, self.stub._upload(self.headers.get("Content-Type", ""), raw))
+        if path == "/v1/batches":
+            return self._send(200, self.stub._openai_batch_create(json.loads(raw)))
+        m = re.fullmatch(r"/v1(?:beta)?/models/([^/:]+):(generateContent|batchGenerateContent)", path)
+        if m and m.group(2) == "generateContent":
+            return self._generate(m.group(1), json.loads(raw), raw)
+        if m:
+            if self._batch_fault():
+                return
+            return self._send(200, self.stub._gemini_batch_create(m.group(1), json.loads(raw)))
+        self._send(404, {"error": {"message": f"no route {path}"}})
+
+    # -- one fault or one answer ------------------------------------------------
+    def _fault(self, fingerprint: str = "") -> tuple[bool, tuple | None]:
+        """(response already sent, output override) for the next scripted action, else a
+        random fault drawn for this request."""
+        with self.stub.lock:
+            action = self.stub.faults.popleft() if self.stub.faults else None
+        if action is None:
+            kind = self.stub.draw_fault(fingerprint)
+            if kind is None:
+                return False, None
+            self.stub._note_fault(kind)
+            action = {"429": ("status", 429, {"retry-after-ms": "10", "Retry-After": "0"}),
+                      "500": ("status", 500), "timeout": ("hold",), "html": ("html",),
+                      "truncated": ("truncated",), "schema": ("text", "[1, 2, 3]")}[kind]
+        else:
+            self.stub._note_fault(action[0])
+        kind = action[0]
+        if kind == "status":
+            status, headers = action[1], (action[2] if len(action) > 2 else {})
+            self._send(status, {"error": {"message": f"stub fault {status}", "code": status,
+                                          "type": "rate_limit_error" if status == 429 else "server_error"}},
+                       headers)
+            return True, None
+        if kind == "sleep":
+            time.sleep(action[1])
+            return False, None  # then answers (the client has usually given up by now)
+        if kind == "hold":  # no answer at all: the client's timeout fires, however slow the machine
+            self.stub._stopping.wait(self.stub.fault_hold_s)
+            self.close_connection = True
+            return True, None
+        if kind == "body":  # a 200 whose body is not the API's JSON (a broken proxy, a captive portal)
+            self._send(200, None, raw=action[1].encode(),
+                       content_type=action[2] if len(action) > 2 else "application/json")
+            return True, None
+        if kind == "html":  # a gateway's HTML error page with a 200, as it really comes
+            self._send(200, None, raw=(action[1] if len(action) > 1 else GATEWAY_PAGE).encode(),
+                       content_type="text/html; charset=utf-8")
+            return True, None
+        if kind == "truncated":
+            return False, ("truncated", None)
+        return False, (kind, action[1] if len(action) > 1 else None)
+
+    def _chat(self, req: dict, raw: bytes = b""):
+        messages = [(m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
+                    for m in req["messages"]]
+        fmt = req.get("response_format") or {}
+        schema_name = (fmt.get("json_schema") or {}).get("name", "")
+        schema = (fmt.get("json_schema") or {}).get("schema", {})
+        with self.stub.lock:
+            self.stub.requests.append({"kind": "chat", "model": req["model"], "schema": schema_name,
+                                  "fp": hashlib.sha256(raw).hexdigest()[:16]})
+        retry_after = self.stub._admit()
+        if retry_after is not None:
+            return self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
+                                              "code": "rate_limit_exceeded"}},
+                              {"Retry-After": f"{retry_after:.2f}"})
+        with self.stub.lock:
+            self.stub.inflight += 1
+            self.stub.max_inflight = max(self.stub.max_inflight, self.stub.inflight)
+        try:
+            sent, override = self._fault("chat|" + hashlib.sha256(raw).hexdigest())
+            if not sent and self.stub.latency_s:
+                time.sleep(self.stub.latency_s)
+        finally:
+            with self.stub.lock:
+                self.stub.inflight -= 1
+        if sent:
+            return
+        text, pt, ct = self.stub._answer(schema_name, schema, messages)
+        text = self.stub._apply_override(text, override)
+        self._send(truncate=override is not None and override[0] == "truncated", status=200, body={
+            "id": f"chatcmpl-{hashlib.sha1(text.encode()).hexdigest()[:12]}", "object": "chat.completion",
+            "created": int(time.time()), "model": req["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}})
+
+    def _generate(self, model: str, req: dict, raw: bytes = b""):
+        with self.stub.lock:
+            self.stub.requests.append({"kind": "generate", "model": model, "schema": "",
+                                  "fp": hashlib.sha256(raw).hexdigest()[:16]})
+        retry_after = self.stub._admit()
+        if retry_after is not None:
+            return self._send(429, {"error": {"code": 429, "message": "Resource has been exhausted",
+                                              "status": "RESOURCE_EXHAUSTED"}},
+                              {"Retry-After": f"{retry_after:.2f}"})
+        sent, override = self._fault(f"generate|{model}|" + hashlib.sha256(raw).hexdigest())
+        if sent:
+            return
+        if self.stub.latency_s:
+            time.sleep(self.stub.latency_s)
+        self._send(200, self.stub._gemini_response(model, req, override),
+                   truncate=override is not None and override[0] == "truncated")
 
 
 class StubLLM:
@@ -154,7 +337,8 @@ class StubLLM:
         self.max_inflight = 0
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
-        self._server = _Server(("127.0.0.1", port), self._handler())
+        self._server = _Server(("127.0.0.1", port), _Handler)
+        self._server.stub = self
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -240,184 +424,6 @@ class StubLLM:
         # Usage as finhallu.llm.tokens approximates it (no tokenizer here; see there).
         return text, approx_prompt_tokens(messages), approx_tokens(text)
 
-    def _handler(self):
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):  # quiet
-                pass
-
-            def _send(self, status: int, body, headers: dict | None = None, raw: bytes | None = None,
-                      content_type: str = "application/json", truncate: bool = False):
-                data = raw if raw is not None else json.dumps(body, ensure_ascii=False).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                if truncate:  # the connection drops halfway through the announced body
-                    data = data[: len(data) // 2]
-                    self.close_connection = True
-                try:
-                    self.wfile.write(data)
-                    if truncate:
-                        self.wfile.flush()
-                        self.connection.shutdown(socket.SHUT_RDWR)
-                except (BrokenPipeError, ConnectionResetError, OSError):
-                    pass
-
-            def _batch_fault(self) -> bool:
-                """A random fault on a batch submission (upload or create): a 429 or a 500; a 404
-                when the stub plays an endpoint without a batch API."""
-                if not stub.batch_api:
-                    with stub.lock:
-                        stub.requests.append({"kind": "batch_refused", "model": "", "schema": ""})
-                    self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
-                    return True
-                kind = stub.draw_fault("batch-submit")
-                if kind is None:
-                    return False
-                stub._note_fault(kind)
-                status = 429 if kind == "429" else 500
-                self._send(status, {"error": {"message": f"stub fault {status}", "code": status}},
-                           {"retry-after-ms": "10", "Retry-After": "0"} if status == 429 else None)
-                return True
-
-            def _body(self) -> bytes:
-                n = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(n) if n else b""
-
-            def do_GET(self):
-                path = self.path.split("?")[0]
-                m = re.fullmatch(r"/v1/files/([^/]+)/content", path)
-                if m and m.group(1) in stub.files:
-                    return self._send(200, None, raw=stub.files[m.group(1)])
-                m = re.fullmatch(r"/v1/batches/([^/]+)", path)
-                if m and m.group(1) in stub.batches:
-                    return self._send(200, stub._openai_batch_poll(m.group(1)))
-                m = re.fullmatch(r"/v1(?:beta)?/(batches/[^/]+)", path)
-                if m and m.group(1) in stub.batches:
-                    return self._send(200, stub._gemini_batch_poll(m.group(1)))
-                self._send(404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}})
-
-            def do_POST(self):
-                path = self.path.split("?")[0]
-                raw = self._body()
-                if path == "/v1/chat/completions":
-                    return self._chat(json.loads(raw), raw)
-                if path == "/v1/files":
-                    if self._batch_fault():
-                        return
-                    return self._send(200, stub._upload(self.headers.get("Content-Type", ""), raw))
-                if path == "/v1/batches":
-                    return self._send(200, stub._openai_batch_create(json.loads(raw)))
-                m = re.fullmatch(r"/v1(?:beta)?/models/([^/:]+):(generateContent|batchGenerateContent)", path)
-                if m and m.group(2) == "generateContent":
-                    return self._generate(m.group(1), json.loads(raw), raw)
-                if m:
-                    if self._batch_fault():
-                        return
-                    return self._send(200, stub._gemini_batch_create(m.group(1), json.loads(raw)))
-                self._send(404, {"error": {"message": f"no route {path}"}})
-
-            # -- one fault or one answer ------------------------------------------------
-            def _fault(self, fingerprint: str = "") -> tuple[bool, tuple | None]:
-                """(response already sent, output override) for the next scripted action, else a
-                random fault drawn for this request."""
-                with stub.lock:
-                    action = stub.faults.popleft() if stub.faults else None
-                if action is None:
-                    kind = stub.draw_fault(fingerprint)
-                    if kind is None:
-                        return False, None
-                    stub._note_fault(kind)
-                    action = {"429": ("status", 429, {"retry-after-ms": "10", "Retry-After": "0"}),
-                              "500": ("status", 500), "timeout": ("hold",), "html": ("html",),
-                              "truncated": ("truncated",), "schema": ("text", "[1, 2, 3]")}[kind]
-                else:
-                    stub._note_fault(action[0])
-                kind = action[0]
-                if kind == "status":
-                    status, headers = action[1], (action[2] if len(action) > 2 else {})
-                    self._send(status, {"error": {"message": f"stub fault {status}", "code": status,
-                                                  "type": "rate_limit_error" if status == 429 else "server_error"}},
-                               headers)
-                    return True, None
-                if kind == "sleep":
-                    time.sleep(action[1])
-                    return False, None  # then answers (the client has usually given up by now)
-                if kind == "hold":  # no answer at all: the client's timeout fires, however slow the machine
-                    stub._stopping.wait(stub.fault_hold_s)
-                    self.close_connection = True
-                    return True, None
-                if kind == "body":  # a 200 whose body is not the API's JSON (a broken proxy, a captive portal)
-                    self._send(200, None, raw=action[1].encode(),
-                               content_type=action[2] if len(action) > 2 else "application/json")
-                    return True, None
-                if kind == "html":  # a gateway's HTML error page with a 200, as it really comes
-                    self._send(200, None, raw=(action[1] if len(action) > 1 else GATEWAY_PAGE).encode(),
-                               content_type="text/html; charset=utf-8")
-                    return True, None
-                if kind == "truncated":
-                    return False, ("truncated", None)
-                return False, (kind, action[1] if len(action) > 1 else None)
-
-            def _chat(self, req: dict, raw: bytes = b""):
-                messages = [(m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
-                            for m in req["messages"]]
-                fmt = req.get("response_format") or {}
-                schema_name = (fmt.get("json_schema") or {}).get("name", "")
-                schema = (fmt.get("json_schema") or {}).get("schema", {})
-                with stub.lock:
-                    stub.requests.append({"kind": "chat", "model": req["model"], "schema": schema_name,
-                                          "fp": hashlib.sha256(raw).hexdigest()[:16]})
-                retry_after = stub._admit()
-                if retry_after is not None:
-                    return self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
-                                                      "code": "rate_limit_exceeded"}},
-                                      {"Retry-After": f"{retry_after:.2f}"})
-                with stub.lock:
-                    stub.inflight += 1
-                    stub.max_inflight = max(stub.max_inflight, stub.inflight)
-                try:
-                    sent, override = self._fault("chat|" + hashlib.sha256(raw).hexdigest())
-                    if not sent and stub.latency_s:
-                        time.sleep(stub.latency_s)
-                finally:
-                    with stub.lock:
-                        stub.inflight -= 1
-                if sent:
-                    return
-                text, pt, ct = stub._answer(schema_name, schema, messages)
-                text = stub._apply_override(text, override)
-                self._send(truncate=override is not None and override[0] == "truncated", status=200, body={
-                    "id": f"chatcmpl-{hashlib.sha1(text.encode()).hexdigest()[:12]}", "object": "chat.completion",
-                    "created": int(time.time()), "model": req["model"],
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                                 "finish_reason": "stop", "logprobs": None}],
-                    "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}})
-
-            def _generate(self, model: str, req: dict, raw: bytes = b""):
-                with stub.lock:
-                    stub.requests.append({"kind": "generate", "model": model, "schema": "",
-                                          "fp": hashlib.sha256(raw).hexdigest()[:16]})
-                retry_after = stub._admit()
-                if retry_after is not None:
-                    return self._send(429, {"error": {"code": 429, "message": "Resource has been exhausted",
-                                                      "status": "RESOURCE_EXHAUSTED"}},
-                                      {"Retry-After": f"{retry_after:.2f}"})
-                sent, override = self._fault(f"generate|{model}|" + hashlib.sha256(raw).hexdigest())
-                if sent:
-                    return
-                if stub.latency_s:
-                    time.sleep(stub.latency_s)
-                self._send(200, stub._gemini_response(model, req, override),
-                           truncate=override is not None and override[0] == "truncated")
-
-        return Handler
 
     @staticmethod
     def _apply_override(text: str, ov: tuple | None) -> str | None:

@@ -6,12 +6,13 @@ contract's exact schema, so a stage can never publish a drifting type.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 import polars as pl
 
 from finhallu.taxonomy import (
-    HALLU_SUBTYPES,
     HALLU_TYPES,
     LABEL_4CLASS,
     LABEL_BINARY,
@@ -28,13 +29,20 @@ METRIC_SETTINGS = ("binary", "4class", "3class", "type", "sweep", "threshold")
 BLOCKS = pl.List(pl.Struct({"block_id": S, "section_path": S, "kind": S, "text": S, "role": S}))
 
 
+def _registered_subtypes() -> tuple[str, ...]:
+    # Looked up by name: a contract must not make every stage's code version (which follows imports)
+    # take in every injector's code.
+    return importlib.import_module("finhallu.injectors").hallu_subtypes()
+
+
 @dataclass(frozen=True)
 class Contract:
     name: str
     columns: dict[str, pl.DataType]
     key: tuple[str, ...]
     not_null: tuple[str, ...] = ()
-    allowed: dict[str, tuple] = field(default_factory=dict)
+    # column -> allowed values, or a function giving them (a set plug-ins register, e.g. the subtypes)
+    allowed: dict[str, tuple | Callable[[], tuple]] = field(default_factory=dict)
     # column -> "parent_table.column": every value must exist in the parent
     parents: dict[str, str] = field(default_factory=dict)
     allow_empty: bool = False
@@ -218,7 +226,7 @@ CONTRACTS: dict[str, Contract] = {
              "strategy": S, "edit_chars": I, "edit_words": I},
             ("injection_id",),
             not_null=("dialogue_id", "turn_id", "injector", "hallu_type", "injected_response", "counterpart_response"),
-            allowed={"hallu_type": HALLU_TYPES, "hallu_subtype": HALLU_SUBTYPES,
+            allowed={"hallu_type": HALLU_TYPES, "hallu_subtype": _registered_subtypes,
                      "counterpart_label": ("faithful_answer", "true_refusal")},
             parents={"dialogue_id": "dialogues.dialogue_id", "turn_id": "turns.turn_id"},
         ),
@@ -240,7 +248,7 @@ CONTRACTS: dict[str, Contract] = {
             not_null=("pair_id", "dialogue_id", "split", "source", "query", "response", "answerable",
                       "label_binary", "label_4class", "passages", "history"),
             allowed={"split": SPLITS, "source": SOURCES, "label_binary": LABEL_BINARY, "label_4class": LABEL_4CLASS,
-                     "hallu_type": HALLU_TYPES, "hallu_subtype": HALLU_SUBTYPES},
+                     "hallu_type": HALLU_TYPES, "hallu_subtype": _registered_subtypes},
             parents={"dialogue_id": "dialogues.dialogue_id"},
         ),
         _c(

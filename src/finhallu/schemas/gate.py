@@ -1,7 +1,7 @@
 """Data-quality gates: one Great Expectations suite per published table.
 
 Suites come from the table contracts (columns, value types, keys, nulls, allowed values,
-referential integrity, non-empty) plus stage rules (`schemas/rules.py`) that check derived
+referential integrity, non-empty) plus the rules the producing stage declares (`Stage.rules`) that check derived
 frames. Validation runs through GX's pandas datasource (STACK-NOTES: the DuckDB SQL
 datasource silently resolves no rows). An expectation that raised inside GX is an *error*,
 never read as bad data.
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from finhallu.schemas.rules import Rule
 from finhallu.schemas.contracts import CONTRACTS, Contract
 
 # GX value-type names as GX reports them for Arrow-backed pandas columns.
@@ -114,7 +115,7 @@ def contract_expectations(contract: Contract, parents: dict[str, pl.DataFrame]) 
     elif len(key_cols) > 1:
         exps.append(gxe.ExpectCompoundColumnsToBeUnique(column_list=key_cols))
     for col, values in contract.allowed.items():
-        exps.append(gxe.ExpectColumnValuesToBeInSet(column=col, value_set=list(values)))
+        exps.append(gxe.ExpectColumnValuesToBeInSet(column=col, value_set=list(values() if callable(values) else values)))
     for col, target in contract.parents.items():
         table, pcol = target.split(".")
         if table in parents:
@@ -183,14 +184,13 @@ def _validate(frame: pl.DataFrame, expectations: list, suite_name: str, sample_c
     return out
 
 
-def run_gate(table: str, df: pl.DataFrame, parents: dict[str, pl.DataFrame]) -> GateResult:
-    """Validate one output table: the contract suite, then each stage rule on its derived frame."""
-    from finhallu.schemas.rules import RULES
-
+def run_gate(table: str, df: pl.DataFrame, parents: dict[str, pl.DataFrame], rules: tuple[Rule, ...] = ()) -> GateResult:
+    """Validate one output table: the contract suite, then each rule (declared by the stage that
+    writes the table) on its derived frame."""
     contract = CONTRACTS[table]
     result = GateResult(table)
     result.rows += _validate(df, contract_expectations(contract, parents), f"{table}.contract", list(contract.key))
-    for rule in RULES.get(table, []):
+    for rule in rules:
         import great_expectations.expectations as gxe
 
         try:

@@ -75,9 +75,6 @@ def split(text: str, lang: str) -> list[str]:
     return out
 
 
-SPLITTER_VERSION = "kiwi-0.24+en-rules-v1"
-
-
 def split_sentences(text: str) -> list[str]:
     """Rule-based splitter: sentence-final punctuation followed by space, and line breaks."""
     pieces = re.split(r"(?<=[.?!])\s+(?=\S)|\n+", text or "")

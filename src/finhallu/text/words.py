@@ -61,3 +61,25 @@ def particle(word: str, pair: str) -> str:
     """particle('예금', '은/는') -> '은'."""
     with_batchim, without = pair.split("/")
     return with_batchim if has_final_consonant(word) else without
+
+
+_PARTICLE_PAIRS = [("은", "는"), ("이", "가"), ("을", "를"), ("과", "와"), ("으로", "로")]
+
+
+def fix_particle(replacement: str, following: str) -> str:
+    """Re-pick the particle that follows a swapped Korean word (원금을 -> 이자를)."""
+    for with_b, without in _PARTICLE_PAIRS:
+        for p in (with_b, without):
+            nxt = following[len(p):len(p) + 1]
+            if following.startswith(p) and not ("가" <= nxt <= "힣"):
+                right = with_b if has_final_consonant(replacement) else without
+                return right + following[len(p):]
+    return following
+
+
+def broken_particle(text: str) -> bool:
+    """A doubled particle (원금을를, 한도는은). 이가 only after a batchim syllable (원금이가), since
+    a noun ending in 이 takes 가 naturally (금리 차이가, 나이가)."""
+    if re.search(r"(을를|를을|은는|는은|가이)\b", text):
+        return True
+    return any(has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이가\b", text))

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,9 +36,6 @@ class TableRef:
     version: int
     content_hash: str
     path: str  # absolute path of the version directory
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def content_hash(df: pl.DataFrame) -> str:

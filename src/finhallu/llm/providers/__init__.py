@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
+from finhallu.registry import Registry
 
-PROVIDERS: dict[str, object] = {}
+PROVIDERS: Registry[object] = Registry("LLM provider", __name__)
 
 
 def register_provider(name: str):
     def deco(cls):
-        PROVIDERS[name] = cls()
+        PROVIDERS.add(name, cls(), cls.__module__)
         return cls
 
     return deco
 
 
 def get_provider(name: str):
-    if name not in PROVIDERS:
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError:
-            raise KeyError(f"unknown LLM provider {name!r}") from None
-    return PROVIDERS[name]
+    return PROVIDERS.get(name)

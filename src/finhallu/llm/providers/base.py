@@ -111,6 +111,8 @@ class RemoteProvider:
     name = "remote"
     offline = False
     supports_batch = False
+    key_envs: tuple[str, ...] = ()  # where its API key is looked for, in order (a role's api_key_env overrides)
+    key_optional = False  # True: a server that accepts any key (vLLM, Ollama) gets a placeholder when none is set
 
     def __init__(self):
         self._clients: dict[tuple, object] = {}

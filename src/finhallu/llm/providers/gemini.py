@@ -24,6 +24,7 @@ _RUNNING = {"JOB_STATE_PENDING", "JOB_STATE_QUEUED", "JOB_STATE_RUNNING", "JOB_S
 class GeminiProvider(RemoteProvider):
     name = "gemini"
     supports_batch = True
+    key_envs = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
     def endpoint(self, role: str, cfg: dict) -> str:
         return (cfg.get("base_url") or os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_ENDPOINT).rstrip("/")

@@ -9,6 +9,7 @@ from finhallu.llm.providers import register_provider
 class OfflineProvider:
     name = "offline"
     offline = True
+    key_envs: tuple[str, ...] = ()  # needs no key
 
     def run(self, op, cfg: dict, lang: str, inputs: dict):
         out = op.rules(**inputs)

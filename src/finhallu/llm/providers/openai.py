@@ -23,6 +23,7 @@ DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 class OpenAIProvider(RemoteProvider):
     name = "openai"
     supports_batch = True
+    key_envs = ("OPENAI_API_KEY",)
     max_tokens_param = "max_completion_tokens"  # `max_tokens` is deprecated on api.openai.com
 
     def endpoint(self, role: str, cfg: dict) -> str:

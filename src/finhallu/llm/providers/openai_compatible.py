@@ -15,6 +15,7 @@ from finhallu.llm.providers.openai import OpenAIProvider
 class OpenAICompatibleProvider(OpenAIProvider):
     name = "openai_compatible"
     max_tokens_param = "max_tokens"
+    key_optional = True
 
     def endpoint(self, role: str, cfg: dict) -> str:
         url = cfg.get("base_url") or os.environ.get("OPENAI_BASE_URL")

@@ -1,0 +1,69 @@
+"""embedding_similarity: cosine between the response and each context line, aggregated and thresholded.
+
+The context (passages, and the history unless `use_history: false`) is cut into lines
+(sentences and table rows); each line and the response are embedded with a registered embedder
+(embedders/: `hashing` offline by default, `minilm`, `sentence_transformers` ...), and the
+per-line cosines are aggregated by min, median or max (`aggregate`). A response whose aggregate
+similarity falls below `threshold` is flagged; the score is 1 - similarity, clipped to [0, 1].
+All three aggregates are written into the rationale. Refusals are judged by question coverage.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from finhallu.detectors import Detection, looks_like_refusal, register_detector
+from finhallu.detectors.grounding import Findings, evidence_texts, passage_texts, query_coverage, question_of, refusal_detection
+from finhallu.text.sentences import split_sentences
+
+AGGREGATES = {"min": np.min, "median": np.median, "max": np.max}
+
+
+@lru_cache(maxsize=4)
+def _embedder(backend: str, model: str | None):
+    from finhallu.embedders import EmbedConfig, embedder_from_config
+
+    return embedder_from_config(EmbedConfig(backend=backend, model=model))
+
+
+def context_lines(sample: dict, use_history: bool) -> list[str]:
+    return [ln for t in evidence_texts(sample, use_history=use_history, use_query=False) for ln in split_sentences(t)
+            if len(ln) >= 4]
+
+
+def _describe(params: dict, ctx) -> dict:
+    return {"embedder_model_id": _embedder(params["embedder"], params["model"]).model_id}
+
+
+@register_detector("embedding_similarity", batch=True, version="1", describe=_describe, embedder="hashing", model=None,
+                   aggregate="max", threshold=0.35, coverage_threshold=0.5, use_history=True)
+def detect(samples: list[dict], params: dict, ctx=None) -> list[Detection]:
+    if params["aggregate"] not in AGGREGATES:
+        raise ValueError(f"embedding_similarity: aggregate must be one of {sorted(AGGREGATES)}, got {params['aggregate']!r}")
+    emb = _embedder(params["embedder"], params["model"])
+    lines = {i: context_lines(s, params["use_history"]) for i, s in enumerate(samples)}
+    texts = sorted({ln for v in lines.values() for ln in v} | {s.get("response") or "" for s in samples})
+    index = {t: j for j, t in enumerate(texts)}
+    vectors = emb.encode(texts) if texts else np.zeros((0, 1), np.float32)
+    out = []
+    for i, s in enumerate(samples):
+        response = s.get("response") or ""
+        if looks_like_refusal(response):
+            coverage = query_coverage(question_of(s), passage_texts(s))
+            out.append(refusal_detection(Findings(refusal=True, coverage=coverage), params["coverage_threshold"]))
+            continue
+        if not lines[i]:
+            out.append(Detection(1.0, "hallucinated", "hallucination", "unverifiable", "no context lines to compare with"))
+            continue
+        sims = vectors[[index[ln] for ln in lines[i]]] @ vectors[index[response]]
+        agg = {k: float(fn(sims)) for k, fn in AGGREGATES.items()}
+        value = agg[params["aggregate"]]
+        score = float(np.clip(1.0 - value, 0.0, 1.0))
+        why = f"cosine to {len(sims)} context lines: min {agg['min']:.2f}, median {agg['median']:.2f}, max {agg['max']:.2f}"
+        if value < params["threshold"]:
+            out.append(Detection(score, "hallucinated", "hallucination", "unverifiable", f"{params['aggregate']} below {params['threshold']}; {why}"))
+        else:
+            out.append(Detection(score, "faithful", "faithful_answer", None, why))
+    return out

@@ -1,0 +1,125 @@
+"""Classification scores: binary metrics (with ROC/PR-AUC from a ranking), multiclass metrics, and the
+threshold sweep, each over optional per-sample weights so a bootstrap scores every resample at once.
+The metrics stage reports them; detectors that fit a threshold on a split choose it with them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+POS = "hallucinated"
+
+
+def _div(a, b) -> np.ndarray:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b > 0)
+
+
+def positive(a) -> np.ndarray:
+    a = np.asarray(a)
+    return a if a.dtype == bool else a == POS
+
+
+def _weights(w, n: int) -> np.ndarray:
+    return np.ones(n) if w is None else np.asarray(w, dtype=float)
+
+
+# Every metric takes the n labelled samples (1-D y, p, s) and optional weights w of shape (..., n):
+# how often each sample occurs. w=None scores the sample itself; a (resamples, n) matrix of
+# bootstrap counts scores every resample at once, without materializing the resampled arrays.
+def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
+    """sklearn's definitions (zero_division=0; MCC 0 when undefined). With scores `s` (higher =
+    more likely hallucinated) also ROC-AUC and PR-AUC (average precision), when y holds both classes."""
+    yb, pb = positive(y), positive(p)
+    w = _weights(w, len(yb))
+    tp, fp = w @ (yb & pb), w @ (~yb & pb)
+    fn, tn = w @ (yb & ~pb), w @ (~yb & ~pb)
+    rec, spec = _div(tp, tp + fn), _div(tn, tn + fp)
+    # Balanced accuracy is the mean recall over the classes present in y (sklearn's definition):
+    # a slice holding one class only is scored by that class's recall, not halved by an absent one.
+    has_pos, has_neg = (tp + fn > 0).astype(float), (tn + fp > 0).astype(float)
+    mcc_den = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    out = {"accuracy": _div(tp + tn, tp + tn + fp + fn), "precision": _div(tp, tp + fp), "recall": rec,
+           "f1": _div(2 * tp, 2 * tp + fp + fn), "balanced_accuracy": _div(rec * has_pos + spec * has_neg, has_pos + has_neg),
+           "mcc": _div(tp * tn - fp * fn, mcc_den), "miss_rate": (1.0 - rec) * has_pos}
+    if s is not None and np.any(yb) and not np.all(yb):
+        ranking = Ranking(np.asarray(s, float))
+        out["roc_auc"] = ranking.roc_auc(yb, w)
+        out["pr_auc"] = ranking.average_precision(yb, w)
+    return out
+
+
+class Ranking:
+    """Samples sorted by score (descending, stable) with each position's tie group bounds:
+    ROC-AUC and average precision for any weights without re-sorting."""
+
+    def __init__(self, s: np.ndarray):
+        self.order = np.argsort(-s, kind="stable")
+        ss = s[self.order]
+        n = len(ss)
+        new_group = np.concatenate([[True], ss[1:] != ss[:-1]])
+        is_end = np.concatenate([ss[1:] != ss[:-1], [True]])
+        self.start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+        self.end = np.minimum.accumulate(np.where(is_end, np.arange(n), n)[::-1])[::-1]
+
+    def _sorted(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ws = w[..., self.order]
+        return ws * y[self.order], ws * ~y[self.order]
+
+    def roc_auc(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """P(score of a positive > score of a negative) + half the ties (= sklearn's roc_auc_score)."""
+        pos, neg = self._sorted(y, w)
+        cum_neg = np.cumsum(neg, axis=-1)
+        n_pos, n_neg = pos.sum(axis=-1), cum_neg[..., -1]
+        at_end = cum_neg[..., self.end]
+        before = cum_neg[..., self.start] - neg[..., self.start]
+        wins = np.sum(pos * ((n_neg[..., None] - at_end) + 0.5 * (at_end - before)), axis=-1)
+        return _div(wins, n_pos * n_neg)
+
+    def average_precision(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """sklearn's average_precision_score: each positive contributes the precision at the end of
+        its tie group (everything scored at least as high is predicted positive there)."""
+        pos, _ = self._sorted(y, w)
+        ws = w[..., self.order]
+        precision_at_end = _div(np.cumsum(pos, axis=-1)[..., self.end], np.cumsum(ws, axis=-1)[..., self.end])
+        return _div(np.sum(pos * precision_at_end, axis=-1), pos.sum(axis=-1))
+
+
+def multiclass_metrics(y, p, labels: tuple = (), w=None) -> dict[str, np.ndarray]:
+    """Accuracy and macro F1 over the labels present in y or p (sklearn's f1_score(average='macro'));
+    per label of `labels` present in y: F1 (`f1:<label>`) and class accuracy = recall (`class_accuracy:<label>`)."""
+    y, p = np.asarray(y), np.asarray(p)
+    names, codes = np.unique(np.concatenate([y, p]), return_inverse=True)
+    return multiclass_from_codes(codes[: len(y)], codes[len(y):], names, labels, w)
+
+
+def multiclass_from_codes(y: np.ndarray, p: np.ndarray, names, labels: tuple = (), w=None) -> dict[str, np.ndarray]:
+    """multiclass_metrics on integer codes into `names`, through (weighted) confusion matrices."""
+    k = len(names)
+    w = _weights(w, len(y))
+    cm = (w @ np.eye(k * k)[y * k + p]).reshape(w.shape[:-1] + (k, k))
+    tp = np.diagonal(cm, axis1=-2, axis2=-1)
+    true_n, pred_n = cm.sum(axis=-1), cm.sum(axis=-2)
+    f1 = _div(2 * tp, true_n + pred_n)
+    present = (true_n + pred_n) > 0
+    out = {"accuracy": _div(tp.sum(axis=-1), true_n.sum(axis=-1)), "macro_f1": _div((f1 * present).sum(axis=-1), present.sum(axis=-1))}
+    index = {str(n): i for i, n in enumerate(names)}
+    for lab in labels:
+        i = index.get(lab)
+        if i is not None and np.any(true_n[..., i] > 0):
+            out[f"f1:{lab}"] = f1[..., i]
+            out[f"class_accuracy:{lab}"] = _div(tp[..., i], true_n[..., i])
+    return out
+
+
+def sweep(y: np.ndarray, s: np.ndarray, grid: np.ndarray) -> dict[str, np.ndarray]:
+    """Binary metrics of `score >= t` for every t of the grid: {metric: (len(grid),)}."""
+    per_t = [binary_metrics(y, s >= t) for t in grid]
+    return {k: np.array([float(m[k]) for m in per_t]) for k in ("f1", "precision", "recall", "accuracy")}
+
+
+def best_threshold(y: np.ndarray, s: np.ndarray, grid: np.ndarray, metric: str = "f1") -> float:
+    """The grid threshold maximizing `metric`; ties go to the threshold nearest 0.5 (then the lower)."""
+    values = sweep(y, s, grid)[metric]
+    best = np.flatnonzero(np.isclose(values, values.max()))
+    return float(grid[min(best, key=lambda i: (abs(grid[i] - 0.5), grid[i]))])

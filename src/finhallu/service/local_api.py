@@ -1,0 +1,195 @@
+"""The Prefect API a build reports to when PREFECT_API_URL names none: kept warm per home.
+
+Prefect's ephemeral mode starts a server (uvicorn on `create_app`) inside every process, only
+when the first flow runs: ~3 s importing the server package, ~3.5 s waiting for it, on every
+build. finhallu instead starts that same server as a small detached process per home (like a
+build tool's daemon): the first build boots it while it imports the pipeline, later builds
+find it through `<home>/prefect/api.json` and use it at once. It stops by itself once it has been
+ready and unused for `FINHALLU_API_IDLE_S` seconds (default 900): idle time counts from its own
+readiness and the last client's release, never while a client holds it (a shared lock on
+`prefect/api.clients`, kept from `ensure()` to `release()`, so a slow start or a long import on a
+busy machine cannot race it) nor while a build holds the home lock. Runs land in the run database under PREFECT_HOME, which `finhallu ui` serves; a
+running `finhallu ui` for the home is preferred over it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+DEFAULT_IDLE_S = 900.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(url: str, timeout: float = 0.5) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as r:
+            return r.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError):
+        return False
+
+
+def api_file(home: Path) -> Path:
+    return Path(home) / "prefect" / "api.json"
+
+
+def lease_file(home: Path) -> Path:
+    return Path(home) / "prefect" / "api.lease"
+
+
+def clients_file(home: Path) -> Path:
+    return Path(home) / "prefect" / "api.clients"
+
+
+def ui_url_file(home: Path) -> Path:
+    return Path(home) / "prefect" / "ui-api-url"
+
+
+def running_ui_url(home: Path) -> str | None:
+    """The API URL of a `finhallu ui` server for this home, if one is up and healthy."""
+    f = ui_url_file(home)
+    if not f.exists():
+        return None
+    url = f.read_text().strip()
+    return url if _healthy(url) else None
+
+
+class HomeAPI:
+    """Find the home's warm API server or start one; `url()` blocks until it answers."""
+
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        self._url: str | None = None
+        self._process: subprocess.Popen | None = None
+        self._client = None  # the shared lock that keeps the server up while this process uses it
+
+    def ensure(self) -> "HomeAPI":
+        lease_file(self.home).parent.mkdir(parents=True, exist_ok=True)
+        self._client = open(clients_file(self.home), "a+")
+        fcntl.flock(self._client.fileno(), fcntl.LOCK_SH)
+        lease_file(self.home).touch()
+        f = api_file(self.home)
+        if f.exists():
+            try:
+                url = json.loads(f.read_text())["url"]
+            except (ValueError, KeyError):
+                url = None
+            if url and _healthy(url, timeout=0.3):
+                self._url = url
+                return self
+        port = _free_port()
+        idle = os.environ.get("FINHALLU_API_IDLE_S", str(DEFAULT_IDLE_S))
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0"}
+        env.pop("PREFECT_API_URL", None)
+        with open(self.home / "prefect" / "api.log", "ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "finhallu.service.local_api", "--home", str(self.home), "--port", str(port),
+                 "--idle-s", idle],
+                env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        self._pending = f"http://127.0.0.1:{port}/api"
+        return self
+
+    def url(self, timeout: float = 90.0) -> str:
+        if self._url:
+            return self._url
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                tail = (self.home / "prefect" / "api.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the local Prefect API server exited ({self._process.returncode}): {tail}")
+            if _healthy(self._pending, timeout=1):
+                self._url = self._pending
+                tmp = api_file(self.home).with_suffix(".tmp")
+                tmp.write_text(json.dumps({"url": self._url, "pid": self._process.pid}))
+                os.replace(tmp, api_file(self.home))
+                return self._url
+            time.sleep(0.1)
+        raise RuntimeError(f"the local Prefect API server did not answer on {self._pending} within {timeout:.0f}s")
+
+    def release(self) -> None:
+        lease_file(self.home).touch()
+        if self._client is not None:
+            fcntl.flock(self._client.fileno(), fcntl.LOCK_UN)
+            self._client.close()
+            self._client = None
+
+
+def stop_home_api(home: Path) -> bool:
+    """Stop the home's warm API server, if one runs. Returns whether one was stopped."""
+    f = api_file(home)
+    if not f.exists():
+        return False
+    try:
+        pid = json.loads(f.read_text())["pid"]
+        os.kill(pid, 15)
+    except (ValueError, KeyError, ProcessLookupError, PermissionError):
+        f.unlink(missing_ok=True)
+        return False
+    f.unlink(missing_ok=True)
+    return True
+
+
+def _held(lock: Path) -> bool:
+    """Whether another process holds a lock on this file (build: exclusive; clients: shared)."""
+    if not lock.exists():
+        return False
+    with open(lock, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return False
+
+
+def _build_running(home: Path) -> bool:
+    return _held(home / ".build.lock")
+
+
+def _watchdog(home: Path, port: int, idle_s: float) -> None:
+    while not _healthy(f"http://127.0.0.1:{port}/api", timeout=2):  # idle time starts at readiness
+        time.sleep(0.5)
+    ready = time.time()
+    while True:
+        time.sleep(min(5.0, max(0.5, idle_s / 4)))
+        try:
+            last = max(ready, lease_file(home).stat().st_mtime)
+        except FileNotFoundError:
+            last = ready
+        if time.time() - last > idle_s and not _held(clients_file(home)) and not _build_running(home):
+            api_file(home).unlink(missing_ok=True)
+            os._exit(0)
+
+
+def main() -> None:  # the server process itself
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--home", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--idle-s", type=float, default=DEFAULT_IDLE_S)
+    args = ap.parse_args()
+    os.environ.update({"PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1", "PREFECT_UI_ENABLED": "0"})
+    threading.Thread(target=_watchdog, args=(Path(args.home), args.port, args.idle_s), daemon=True).start()
+    import uvicorn
+
+    uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=args.port,
+                log_level="error", lifespan="on")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The stage contract: a pure function from input frames and a config to output frames.
+
+No Prefect here. `flows/` wraps each Stage in a thin task (run -> gate -> publish -> TableRef).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
+
+import polars as pl
+from pydantic import BaseModel
+
+from finhallu.codeversion import code_hash
+from finhallu.llm.router import DeclaredCalls, LLMRouter
+from finhallu.schemas.rules import Rule
+
+Frames = dict[str, pl.DataFrame]
+
+
+def rows_frame(rows: list[dict], sort_by: str | list[str], **kw) -> pl.DataFrame:
+    """Rows -> a sorted frame; no rows -> an empty frame (the contract supplies the schema)."""
+    return pl.DataFrame(rows, infer_schema_length=None, **kw).sort(sort_by) if rows else pl.DataFrame()
+
+
+C = TypeVar("C", bound=BaseModel)
+# Roles a stage calls by the names its config gives them (seed generators, injectors, LLM-judge
+# detectors): (the stage's config section, the configured roles) -> role names.
+RolesOf = Callable[[Any, Mapping[str, Any]], Iterable[str]]
+
+
+@dataclass(frozen=True)
+class Stage(Generic[C]):
+    """One stage of the DAG, declared beside its code: what it reads and writes, the config section it
+    takes (`<name>:` in a profile), the LLM roles and operations it may call, and the gate rules its
+    outputs must pass beyond their contracts. Its router refuses any call the declaration does not list."""
+
+    name: str
+    run: Callable[[Frames, "StageContext[C]"], Frames]
+    config: type[C]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    description: str = ""
+    roles: tuple[str, ...] = ()  # LLM roles the stage calls under fixed names (their config enters the cache key)
+    configured_roles: RolesOf | None = None  # and those its config names
+    operations: tuple[str, ...] = ()  # LLM operations (their prompt versions enter the cache key)
+    rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)  # gate rules per output table
+    resources: tuple[str, ...] = ()  # package files the stage reads (templates): their bytes enter the cache key
+    reads: tuple[str, ...] = ()  # other config sections the stage reads (StageContext.sections; in the cache key)
+
+    def roles_for(self, config: C, configured: Mapping[str, Any]) -> tuple[str, ...]:
+        """Every role this stage may call under this config (`configured`: the profile's `roles`)."""
+        named = tuple(self.configured_roles(config, configured)) if self.configured_roles else ()
+        return tuple(dict.fromkeys(self.roles + named))
+
+    def calls_roles(self, cfg: Any) -> tuple[str, ...]:
+        """The roles this stage calls under a BuildConfig (none when it calls no operation)."""
+        return self.roles_for(getattr(cfg, self.name), cfg.roles) if self.operations else ()
+
+    def declared_calls(self, config: C, configured: Mapping[str, Any]) -> DeclaredCalls:
+        return DeclaredCalls(self.name, frozenset(self.roles_for(config, configured)), frozenset(self.operations))
+
+    def context(self, cfg: Any, **kw: Any) -> "StageContext[C]":
+        """The stage's context under a BuildConfig: its section, the seed, the configured roles it
+        declares (only what the cache key covers) and the other sections it reads."""
+        section = getattr(cfg, self.name)
+        declared = self.roles_for(section, cfg.roles)
+        return StageContext(stage=self.name, config=section, seed=cfg.seed,
+                            roles={r: c.model_dump() for r, c in cfg.roles.items() if r in declared},
+                            sections={name: getattr(cfg, name) for name in self.reads}, **kw)
+
+    @property
+    def code_version(self) -> str:
+        return code_hash(self.run.__module__)
+
+    @property
+    def resource_version(self) -> str:
+        from importlib import resources as res
+
+        h = hashlib.sha256()
+        for rel in self.resources:
+            h.update(rel.encode() + b"\0" + (res.files("finhallu") / rel).read_bytes())
+        return h.hexdigest()
+
+
+@dataclass
+class StageContext(Generic[C]):
+    stage: str
+    config: C  # the stage's pydantic config section
+    seed: int
+    roles: dict[str, dict] = field(default_factory=dict)
+    input_hashes: dict[str, str] = field(default_factory=dict)
+    progress: Callable[[int, int], None] = lambda done, total: None
+    # What a stage wants the people watching the run to know (a WARNING in the run's log).
+    warn: Callable[[str], None] = lambda message: logging.getLogger("finhallu.stage").warning(message)
+    # Content-addressed caches and artifacts under the home folder (embeddings by model and text
+    # hash, FAISS indexes). Reading them never changes a stage's output, only its cost.
+    cache_dir: Path | None = None
+    # Other config sections the stage declares it reads (Stage.reads), by name; they enter its cache key.
+    sections: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def llm(self) -> LLMRouter:
+        """A router for the roles this stage declares; a call of anything else raises."""
+        from finhallu.stages.pipeline import STAGES_BY_NAME
+
+        stage = STAGES_BY_NAME.get(self.stage)
+        declared = stage.declared_calls(self.config, self.roles) if stage is not None else None
+        return LLMRouter(self.roles, declared=declared)
+
+    def rng(self, *salt: object) -> random.Random:
+        """A seeded RNG per stage and salt, so results never depend on iteration order elsewhere."""
+        h = hashlib.sha256(repr((self.seed, self.stage) + salt).encode()).digest()
+        return random.Random(int.from_bytes(h[:8], "big"))

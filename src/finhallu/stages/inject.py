@@ -1,0 +1,432 @@
+"""inject: passing dialogues -> `injections` (exactly one injected turn per base dialogue).
+
+Sources: the test split is injected by two sources (the configured injectors; each dialogue by
+one of them, alternately), train and valid by the first. Each injector is an LLM role whose
+operations (`inject_<type>`, `perturb_entity`, `refuse_turn`) run on its provider; offline both
+are rule configurations (own seeds and phrasing banks).
+
+Balance: per split, every (type, subtype) leaf the split can carry first gets
+`min_per_subtype` dialogues (rarest leaf first; when the split has two dialogues per leaf, else
+types only are balanced); the other dialogues go greedily, most constrained first, to the type
+furthest below its target share (`inject.type_weights`, `inject.unanswerable_share`), then its
+least-used subtype, then the leaf fewest remaining dialogues can still carry. Feasibility and
+the target turn come from the rule-based injectors: turns with a history (turn >= 2) come
+first, then turns ranked by how well they suit the type (Contradictory: dense in numbers or
+financial terms; Inconsistency: turns restating earlier statements; Irrelevance: conditions or
+multi-aspect answers; reconfirm turns are eligible), equally suited turns in a seeded random
+order; the first turn the rules can edit is the target; the operation then edits it (an LLM
+backend may decline, and the next turn is tried, for at most `inject.max_attempts` calls per
+dialogue; a dialogue given up is counted, by reason, in a WARNING of the run's log). Dialogues
+are injected concurrently when the injectors are remote models (llm.parallel).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+import threading
+from collections import Counter
+
+import polars as pl
+
+from finhallu.llm.parallel import map_items
+from finhallu.llm.router import LLMRouter
+from finhallu.taxonomy import SPLITS
+from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kwargs, judge_lazily
+from finhallu.schemas.rules import Rule
+from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
+from finhallu.injectors import (INJECTORS, Injected, TurnView, entities, fabricate, find_leaf, load_injectors,
+                                minimal_edit_subtypes, subtypes_by_type)
+from finhallu.injectors.false_acceptance import MIN_HARD_NEGATIVES
+from finhallu.injectors.ops import InjectOut
+from finhallu.injectors.verify import edit_distance
+from typing import Literal
+from pydantic import Field, model_validator
+from finhallu.schemas.section import Section
+
+
+class InjectConfig(Section):
+    types: list[str] = Field(
+        default_factory=lambda: ["contradictory", "unverifiable", "irrelevance", "false_acceptance", "false_refusal"]
+    )
+    # Two injectors for the test split (the paper uses two LLMs); offline both are rule
+    # configurations with different seeds and phrasing banks.
+    injectors: list[str] = Field(default_factory=lambda: ["rules_a", "rules_b"])
+    # The LLM role of each injector, by position (default injector_a, injector_b).
+    injector_roles: list[str] = Field(default_factory=lambda: ["injector_a", "injector_b"])
+    # entity_error: replacement strategy and mention selection, drawn per dialogue from these lists.
+    entity_strategies: list[Literal["embedding", "instructed"]] = Field(default_factory=lambda: ["embedding", "instructed"])
+    entity_selections: list[Literal["uniform", "theme", "position"]] = Field(
+        default_factory=lambda: ["uniform", "theme", "position"])
+    entity_noise_sigma: float = Field(0.5, ge=0.0)  # norm of the Gaussian noise on a unit entity embedding
+    # Every subtype a split can carry is injected at least this often there before types are balanced.
+    min_per_subtype: int = Field(1, ge=0)
+    # A minimal-edit subtype's output that changes more words than this is passed over for the
+    # dialogue's next candidate (the QC judge applies its own limit to what gets through).
+    max_minimal_edit_words: int = Field(4, ge=1)
+    # Injector calls per dialogue before it is given up (its candidates in order: the best-suited
+    # turn of each chosen subtype first). A model that keeps missing must not cost 20 calls a dialogue.
+    max_attempts: int = Field(4, ge=1, le=50)
+    # Target share of each type among injected dialogues (relative weights; types left out weigh
+    # 1, a zero weight turns the type off). The demo stays balanced; `paper` sets K-FinHallu's.
+    type_weights: dict[str, float] = Field(default_factory=dict)
+    # Share of unanswerable samples: False Acceptance is the only unanswerable hallucination (its
+    # counterpart a True Refusal), so this fixes its share and the other weights share the rest.
+    unanswerable_share: float | None = Field(None, ge=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _check_weights(self):
+        for t in self.types:
+            INJECTORS.get(t)  # UnknownPluginError (a ValueError) names the registered types
+        unknown = sorted(set(self.type_weights) - set(self.types))
+        if unknown:
+            raise ValueError(f"inject.type_weights names types not in inject.types: {unknown}")
+        if any(w < 0 for w in self.type_weights.values()):
+            raise ValueError("inject.type_weights must be non-negative")
+        if sum(self.weights().values()) <= 0:
+            raise ValueError("inject.type_weights must leave some type a positive weight")
+        if self.unanswerable_share is not None and "false_acceptance" not in self.types:
+            raise ValueError("inject.unanswerable_share needs false_acceptance in inject.types")
+        return self
+
+    def weights(self) -> dict[str, float]:
+        """Each type's target share (summing to 1), unanswerable_share applied."""
+        raw = {t: float(self.type_weights.get(t, 1.0)) for t in self.types}
+        share = self.unanswerable_share
+        if share is not None:
+            rest = sum(w for t, w in raw.items() if t != "false_acceptance")
+            if rest <= 0:
+                return {t: float(t == "false_acceptance") for t in raw}
+            raw = {t: (share if t == "false_acceptance" else (1 - share) * w / rest) for t, w in raw.items()}
+        total = sum(raw.values())
+        return {t: w / total for t, w in raw.items()} if total > 0 else raw
+
+
+def _views(dialogue: dict, turns: list[dict], data: dict, variant: str) -> list[TurnView]:
+    passages, seeds, negs = data["passages"], data["seeds"], data["negatives"]
+    views = []
+    for i, t in enumerate(turns):
+        seed = seeds[t["seed_id"]]
+        ids = [c["passage_id"] for c in t["context"]]
+        views.append(TurnView(
+            turn=t, history=turns[:i], lang=dialogue["lang"],
+            evidence=[passages[p]["text"] for p in ids],
+            gold_text=passages[t["gold_passage_id"]]["text"] if t["gold_passage_id"] else None,
+            other_context=[{"passage_id": p, "text": passages[p]["text"], "doc_id": passages[p]["doc_id"]}
+                           for p in ids if p != t["gold_passage_id"]],
+            sibling_seeds=[s for s in data["by_doc"].get(dialogue["doc_id"], []) if s["seed_id"] != seed["seed_id"]],
+            hard_negatives=negs.planned(t["seed_id"]), seed=seed, doc_id=dialogue["doc_id"], variant=variant,
+            entities=data["entities"].get((dialogue["split"], dialogue["lang"])),
+            claims=data["claims"].get((dialogue["split"], dialogue["source"], dialogue["lang"])),
+        ))
+    return views
+
+
+class _FalseAcceptanceNegatives:
+    """P_n for False Acceptance: a seed's first K hard negatives. Seeds judged in retrieve have them;
+    an answerable seed's candidates (`retrieve.judge_answerable_seeds: on_demand`) are judged here,
+    the first time an attempt needs them, in rank order and lazily as retrieve would. Until then
+    the turn plans with its first K step-1 candidates."""
+
+    def __init__(self, hard_negatives: pl.DataFrame, seeds: dict, passages: dict, llm: LLMRouter, rcfg: HardNegativeConfig,
+                 k: int):
+        self.seeds, self.passages, self.k, self.llm, self.rcfg = seeds, passages, k, llm, rcfg
+        self.judged: dict[str, list[str]] = {}
+        self.pending: dict[str, list[dict]] = {}  # deferred candidate rows, rank order
+        for r in hard_negatives.sort("seed_id", "candidate_rank").iter_rows(named=True):
+            sid = r["seed_id"]
+            if r.get("judge") == DEFERRED:
+                self.pending.setdefault(sid, []).append(r)
+            elif r["is_hard_negative"] and len(self.judged.setdefault(sid, [])) < k:
+                self.judged[sid].append(r["passage_id"])
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def planned(self, seed_id: str) -> list[str]:
+        if seed_id in self.pending:
+            return [row["passage_id"] for row in self.pending[seed_id][: self.k]]
+        return self.judged.get(seed_id, [])
+
+    def confirmed(self, seed_id: str) -> list[str]:
+        with self._guard:
+            lock = self._locks.setdefault(seed_id, threading.Lock())
+        with lock:  # dialogues run concurrently; a seed is judged once
+            rows = self.pending.pop(seed_id, None)
+            if rows is not None:
+                seed = self.seeds[seed_id]
+                asked = [(row, judge_kwargs(seed, self.passages[row["passage_id"]]["text"], self.rcfg)) for row in rows]
+                judge_lazily(asked, self.llm, self.llm.backend(JUDGE), self.k, True, self.rcfg.judge_round_margin)
+                self.judged[seed_id] = [row["passage_id"] for row in rows if row["is_hard_negative"]][: self.k]
+        return self.judged.get(seed_id, [])
+
+
+def _seed(*parts: object) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big") % (2**31)
+
+
+class _Injector:
+    """One injection source: its name (the `injector` column), LLM role and rule variant."""
+
+    def __init__(self, name: str, role: str, variant: str, llm: LLMRouter, cfg: InjectConfig, registry: dict,
+                 negatives: _FalseAcceptanceNegatives):
+        self.name, self.role, self.variant, self.llm, self.cfg, self.registry = name, role, variant, llm, cfg, registry
+        self.negatives = negatives
+
+    def entity_plan(self, did: str) -> tuple[str, str]:
+        rng = random.Random(_seed(did, self.name, "entity"))
+        return rng.choice(self.cfg.entity_strategies), rng.choice(self.cfg.entity_selections)
+
+    def rules(self, view: TurnView, htype: str, subtype: str | None, seed: int, did: str) -> Injected | None:
+        """What the rules can make of this turn (feasibility, and the offline result itself)."""
+        rng = random.Random(seed)
+        if subtype == "entity_error":
+            strategy, selection = self.entity_plan(did)
+            return entities.perturb(view, rng, strategy, selection, self.cfg.entity_noise_sigma)
+        return self.registry[htype].inject(view, subtype, rng)
+
+    def call(self, view: TurnView, htype: str, subtype: str | None, seed: int, did: str) -> Injected | None:
+        """The injection through the role's provider (offline: the rules backend)."""
+        if subtype == "entity_error":
+            strategy, selection = self.entity_plan(did)
+            instruct = lambda **kw: self.llm.call(self.role, "perturb_entity", **kw)  # noqa: E731
+            return entities.perturb(view, random.Random(seed), strategy, selection, self.cfg.entity_noise_sigma, instruct)
+        if htype == "false_acceptance" and view.turn["answerable"]:
+            # the turn planned with its candidates; the context it gets is what the judge confirms
+            confirmed = self.negatives.confirmed(view.turn["seed_id"])
+            if len(confirmed) < MIN_HARD_NEGATIVES:
+                return None
+            view = dataclasses.replace(view, hard_negatives=confirmed)
+        instruction = find_leaf(htype, subtype).instruction
+        out: InjectOut = self.llm.call(self.role, f"inject_{htype}", view=view.payload(), subtype=subtype,
+                                       instruction=instruction.get(view.lang, instruction["en"]), lang=view.lang,
+                                       rng_seed=seed)
+        if out is None or not out.response:  # None: the call failed for good (recorded in llm_calls)
+            return None
+        if out.subtype is not None and out.subtype != subtype:
+            return None  # an injector that made another subtype than asked: its label cannot be trusted
+        # False Acceptance on an answerable turn: P_n becomes the hard negatives (structural, whatever the backend says)
+        replace = out.replace_context or (htype == "false_acceptance" and view.turn["answerable"])
+        context = [{"passage_id": p, "role": "hard_negative"} for p in view.hard_negatives] if replace else None
+        counterpart = out.counterpart
+        if htype == "false_acceptance" and view.turn["answerable"] and not counterpart:
+            refusal = self.llm.call(self.role, "refuse_turn", question=view.turn["standalone_query"],
+                                    lang=view.lang, rng_seed=seed)
+            if refusal is None:
+                return None
+            counterpart = refusal.text
+        return Injected(out.subtype if out.subtype is not None else subtype, out.response, out.edit, context,
+                        counterpart, out.counterpart_label, out.strategy)
+
+
+def _leaves(cfg: InjectConfig, registry: dict) -> list[tuple[str, str | None]]:
+    return [(t, s) for t in cfg.types for s in (registry[t].subtypes or (None,))]
+
+
+def _feasible(views: list[TurnView], leaves, inj: _Injector, did: str) -> dict[tuple, list[tuple[TurnView, int]]]:
+    """Per leaf, the turns the rules can edit, best-suited first (empty: the leaf does not fit).
+    Turns with a history come first (a sample at turn 1 tests no multi-turn reading), then by
+    how well they suit the type; equally suited turns in a seeded random order, so that ties
+    do not all go to the earliest turn."""
+    out = {}
+    for htype, sub in leaves:
+        prefers = inj.registry[htype].prefers
+        tie = random.Random(_seed(did, inj.name, htype, sub, "tie"))
+        keyed = [((v.turn["turn_index"] < 2, -round(prefers(v, sub), 6), tie.random()), v) for v in views]
+        ranked = [v for _, v in sorted(keyed, key=lambda kv: kv[0])]
+        ok = []
+        for v in ranked:
+            seed = _seed(did, inj.name, htype, sub, v.turn["turn_index"])
+            if _usable(inj.rules(v, htype, sub, seed, did), v, inj.cfg.max_minimal_edit_words):
+                ok.append((v, seed))
+                break  # the best-suited editable turn is the target; later ones are fallbacks for an LLM
+        if ok:
+            out[(htype, sub)] = ok + [(v, _seed(did, inj.name, htype, sub, v.turn["turn_index"]))
+                                      for v in ranked if v is not ok[0][0]]
+    return out
+
+
+def _assign(items: list[tuple[dict, _Injector, dict]], rng: random.Random, min_per_leaf: int = 1,
+            weights: dict[str, float] | None = None) -> list[tuple[dict, _Injector, list, dict]]:
+    """Weighted assignment of leaves to dialogues (see the module docstring). When the split has
+    room (two dialogues per leaf), every leaf it can carry first gets `min_per_leaf` dialogues
+    (rarest leaf first, each from the dialogue with the fewest options); then the rest go greedily
+    to the type furthest below its weight (count+1 / weight), then the least-used subtype and
+    leaf. A small split is only weight-balanced; a zero-weight type is never assigned."""
+    weights = weights or {}
+    w = lambda t: weights.get(t, 1.0)  # noqa: E731
+    items = [(d, inj, {lf: v for lf, v in feas.items() if w(lf[0]) > 0}) for d, inj, feas in items]
+    tie = {d["dialogue_id"]: rng.random() for d, _, _ in items}
+    feasible = Counter(leaf for _, _, feas in items for leaf in feas)
+    type_n, type_by_inj, leaf_n = Counter(), Counter(), Counter()
+    chosen: dict[str, tuple] = {}
+
+    def take(d, inj, leaf):
+        chosen[d["dialogue_id"]] = leaf
+        type_n[leaf[0]] += 1
+        type_by_inj[(inj.name, leaf[0])] += 1
+        leaf_n[leaf] += 1
+
+    for _ in range(min_per_leaf if len(items) >= 2 * len(feasible) else 0):
+        for leaf in sorted(feasible, key=lambda lf: (feasible[lf], str(lf))):
+            cands = [(d, inj, feas) for d, inj, feas in items if leaf in feas and d["dialogue_id"] not in chosen]
+            if cands:
+                d, inj, _ = min(cands, key=lambda x: (len(x[2]), tie[x[0]["dialogue_id"]]))
+                take(d, inj, leaf)
+    remaining = Counter(leaf for d, _, feas in items if d["dialogue_id"] not in chosen for leaf in feas)
+    for d, inj, feas in sorted(items, key=lambda x: (len(x[2]), tie[x[0]["dialogue_id"]])):
+        if d["dialogue_id"] in chosen or not feas:
+            continue
+        for leaf in feas:
+            remaining[leaf] -= 1
+        best = min(feas, key=lambda lf: ((type_n[lf[0]] + 1) / w(lf[0]), type_by_inj[(inj.name, lf[0])] / w(lf[0]),
+                                         leaf_n[lf], remaining[lf], str(lf)))
+        take(d, inj, best)
+    out = []
+    for d, inj, feas in items:
+        if d["dialogue_id"] in chosen:  # the chosen leaf first, the others as fallbacks
+            first = chosen[d["dialogue_id"]]
+            order = [first] + sorted((lf for lf in feas if lf != first),
+                                     key=lambda lf: ((type_n[lf[0]] + 1) / w(lf[0]), leaf_n[lf], str(lf)))
+            out.append((d, inj, order, feas))
+    return sorted(out, key=lambda x: x[0]["dialogue_id"])
+
+
+def run(inputs: Frames, ctx: StageContext) -> Frames:
+    cfg: InjectConfig = ctx.config
+    registry = load_injectors()
+    unknown = [t for t in cfg.types if t not in registry]
+    if unknown:
+        raise ValueError(f"inject.types names unknown hallucination types {unknown}; registered: {sorted(registry)}")
+    llm = ctx.llm
+    roles = cfg.injector_roles or [f"injector_{c}" for c in "ab"]
+    passed = set(inputs["dialogue_qc"].filter(pl.col("passed"))["dialogue_id"].to_list())
+    dialogues = inputs["dialogues"].filter(pl.col("dialogue_id").is_in(list(passed))).sort("dialogue_id")
+    turns_by_dlg: dict[str, list[dict]] = {}
+    for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
+        turns_by_dlg.setdefault(t["dialogue_id"], []).append(t)
+    seeds = {s["seed_id"]: s for s in inputs["qa_seeds"].iter_rows(named=True)}
+    by_doc: dict[str, list[dict]] = {}
+    for s in seeds.values():
+        if s["answerable"]:
+            by_doc.setdefault(s["doc_id"], []).append(s)
+    for v in by_doc.values():
+        v.sort(key=lambda s: s["seed_id"])
+    passages = inputs["passages"].select("passage_id", "text", "doc_id", "split", "lang")
+    passage_rows = {p["passage_id"]: p for p in passages.iter_rows(named=True)}
+    # P_n for False Acceptance: the first K hard negatives, K as the turns' contexts have it.
+    k = max((len(c) for c in inputs["turns"]["context"].to_list()), default=10)
+    negatives = _FalseAcceptanceNegatives(inputs["hard_negatives"], seeds, passage_rows, llm,
+                                          ctx.sections.get("retrieve") or HardNegativeConfig(), k)
+    sources = [_Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry, negatives)
+               for i, name in enumerate(cfg.injectors)]
+    inventories = {}
+    if "entity_error" in registry["contradictory"].subtypes and "contradictory" in cfg.types:
+        for (split, lang), part in sorted(passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list()))
+                                          .group_by("split", "lang"), key=lambda g: g[0]):
+            inventories[(split, lang)] = entities.EntityInventory.build(part.sort("passage_id")["text"].to_list(), lang)
+    data = {"passages": passage_rows,
+            "seeds": seeds, "negatives": negatives, "by_doc": by_doc, "entities": inventories,
+            "claims": fabricate.inventories(inputs["passages"], dialogues["split"].unique().to_list())
+            if "unverifiable" in cfg.types else {}}
+
+    leaves = _leaves(cfg, registry)
+    rows, done = [], 0
+    given_up: Counter = Counter()  # dialogues without an injection, by why
+    work: list[tuple] = []  # (split, dialogue, injector, subtype order, feasible turns), every split's
+    for split in SPLITS:
+        dl = list(dialogues.filter(pl.col("split") == split).iter_rows(named=True))
+        if not dl:
+            continue
+        rng = ctx.rng("assign", split)
+        rng.shuffle(dl)
+        names = sources if split == "test" else sources[:1]
+        items = []
+        for i, d in enumerate(dl):
+            inj = names[i % len(names)]
+            views = _views(d, turns_by_dlg[d["dialogue_id"]], data, inj.variant)
+            items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"])))
+            done += 1
+            ctx.progress(done, dialogues.height * 2)
+        work += [(split, *a) for a in _assign(items, rng, cfg.min_per_subtype, cfg.weights())]
+    base = done
+
+    def report(n: int, _total: int) -> None:
+        ctx.progress(base + n, dialogues.height * 2)
+
+    # Each dialogue's attempts run in order; all dialogues of every split together (see llm.parallel).
+    outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, [*roles, JUDGE], report)
+    for (split, d, inj, _, _), (made, why) in zip(work, outcomes):
+        if made:
+            rows.append(_row(d, split, inj, *made))
+        else:
+            given_up[why] += 1
+    if given_up:
+        ctx.warn(f"stage inject: {sum(given_up.values())} dialogues got no injection within inject.max_attempts="
+                 f"{cfg.max_attempts} calls: " + ", ".join(f"{why} ({n})" for why, n in sorted(given_up.items())))
+    return {"injections": rows_frame(rows, "injection_id")}
+
+
+def _inject_dialogue(d: dict, inj: _Injector, order: list, feas: dict, cfg: InjectConfig) -> tuple[tuple | None, str]:
+    """The first usable injection of the dialogue's candidates (subtypes in `order`, each subtype's
+    turns best-suited first) within `cfg.max_attempts` injector calls; else None and why not."""
+    attempts, why = 0, "no subtype fits the dialogue"
+    for htype, sub in order:
+        for view, seed in feas[(htype, sub)]:
+            if attempts >= cfg.max_attempts:
+                return None, "attempts exhausted: " + why
+            attempts += 1
+            out = inj.call(view, htype, sub, seed, d["dialogue_id"])
+            if _usable(out, view, cfg.max_minimal_edit_words):
+                return (htype, view, out), ""
+            why = "the call failed" if out is None else "the output was unusable"
+    return None, why
+
+
+def _usable(out: Injected | None, view: TurnView, max_edit_words: int) -> bool:
+    """An output changes the turn, and a minimal-edit subtype's change stays minimal."""
+    if out is None or (out.context is None and out.response == view.turn["response"]):
+        return False
+    return out.subtype not in minimal_edit_subtypes() or edit_distance(view.turn["response"], out.response)[1] <= max_edit_words
+
+
+def _row(d: dict, split: str, inj: _Injector, htype: str, view: TurnView, out: Injected) -> dict:
+    t = view.turn
+    chars, words = edit_distance(t["response"], out.response)
+    return {
+        "injection_id": "inj-" + hashlib.sha256(f"{d['dialogue_id']}|{inj.name}".encode()).hexdigest()[:14],
+        "dialogue_id": d["dialogue_id"], "turn_id": t["turn_id"], "turn_index": t["turn_index"], "split": split,
+        "injector": inj.name, "hallu_type": htype, "hallu_subtype": out.subtype, "original_response": t["response"],
+        "injected_response": out.response,
+        "injected_context": out.context if out.context is not None else t["context"],
+        "counterpart_response": out.counterpart if out.counterpart is not None else t["response"],
+        "counterpart_label": out.counterpart_label, "edit": out.edit, "strategy": out.strategy,
+        "edit_chars": chars, "edit_words": words,
+    }
+
+
+# ---- gate rules -------------------------------------------------------------------------------
+def _one_injection_per_dialogue(df: pl.DataFrame, _: dict) -> pl.DataFrame:
+    return (df.group_by("dialogue_id").agg(n_injected_turns=pl.len())
+            .with_columns(ok=pl.col("n_injected_turns") == 1).sort("dialogue_id"))
+
+
+def _subtype_matches_type(df: pl.DataFrame, _: dict) -> pl.DataFrame:
+    subtypes = subtypes_by_type()
+    ok = [
+        (sub is None and not subtypes[t]) or (sub in subtypes[t])
+        for t, sub in zip(df["hallu_type"].to_list(), df["hallu_subtype"].to_list())
+    ]
+    return df.select("injection_id", "hallu_type", "hallu_subtype").with_columns(ok=pl.Series(ok, dtype=pl.Boolean))
+
+
+STAGE = Stage(
+    "inject", run, InjectConfig, inputs=("dialogues", "turns", "dialogue_qc", "passages", "qa_seeds", "hard_negatives"),
+    outputs=("injections",), description="hallucination injection", reads=("retrieve",),
+    roles=("injector_a", "injector_b", JUDGE), configured_roles=lambda cfg, _roles: cfg.injector_roles,
+    operations=("inject_contradictory", "inject_unverifiable", "inject_irrelevance", "inject_false_acceptance",
+                "inject_false_refusal", "perturb_entity", "refuse_turn", "judge_answerability"),
+    rules={"injections": (
+        Rule("one_injected_turn_per_dialogue", "exactly one injected turn per base dialogue (one source each)",
+             _one_injection_per_dialogue),
+        Rule("subtype_matches_type", "the subtype belongs to the type", _subtype_matches_type))})

@@ -1,0 +1,316 @@
+"""metrics: detections x samples -> `metrics` (bootstrap CIs), `confusion` and `detector_tests` (K-FinHallu §5, App. F).
+
+Settings (the `setting` column):
+  binary     hallucinated = positive: accuracy, precision, recall, f1, balanced_accuracy, mcc, miss_rate,
+             and from the scores roc_auc and pr_auc (average precision)
+  4class     faithful_answer / hallucination / false_refusal / true_refusal: accuracy, macro_f1,
+             per-class accuracy (`class_accuracy:<label>`, Table 4) and F1 (`f1:<label>`)
+  3class     the collapsed view: both refusals -> `refusal` (did the detector see a refusal at all?)
+  type       hallucination type on hallucinated samples (prediction `none` = judged faithful): accuracy,
+             macro_f1, per-type F1 (Tables 9, 10)
+  sweep      binary f1/precision/recall/accuracy at thresholds 0.05..0.95 on the scores, per split
+  threshold  the best-F1 threshold chosen on one split and applied to another (slice `valid->test`)
+Slices: all; split, source, lang; hallu_type, hallu_subtype (each type's pairs, both sides);
+hallu_type x injector (Table 11); turn_index (turn position).
+CIs: percentile bootstrap, resampling within each true label (stratified), `bootstrap_resamples` times.
+Pairwise statistics (`detector_tests`): McNemar per detector pair with Holm-Bonferroni, Cochran's Q
+across detectors, helped/hurt/net for configured condition pairs (stats.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import polars as pl
+
+from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS
+from finhallu import stats
+from finhallu.scoring import POS, best_threshold, binary_metrics, multiclass_from_codes, positive, sweep
+from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
+from finhallu.stages.detect import dataset_of
+from typing import Literal
+from pydantic import Field, model_validator
+from finhallu.schemas.section import Section
+
+
+class MetricsConfig(Section):
+    bootstrap_resamples: int = Field(10_000, ge=0)  # 0 = no confidence intervals
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    # threshold sweep over detector scores; the best threshold (by `threshold_metric`) is chosen on the
+    # first of `threshold_tune_splits` present and applied to `threshold_apply_split`
+    sweep_min: float = Field(0.05, ge=0.0, le=1.0)
+    sweep_max: float = Field(0.95, ge=0.0, le=1.0)
+    sweep_step: float = Field(0.05, gt=0.0, le=1.0)
+    threshold_metric: Literal["f1", "accuracy", "precision", "recall"] = "f1"
+    threshold_tune_splits: list[str] = Field(default_factory=lambda: ["valid", "train"])
+    threshold_apply_split: str = "test"
+    # [baseline, condition] detector pairs scored as helped/hurt/net (e.g. without vs with extra evidence)
+    condition_pairs: list[tuple[str, str]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _sweep_range(self) -> "MetricsConfig":
+        if self.sweep_min > self.sweep_max:
+            raise ValueError(f"metrics.sweep_min ({self.sweep_min}) exceeds sweep_max ({self.sweep_max})")
+        return self
+
+LABEL_3CLASS = ("faithful_answer", "hallucination", "refusal")
+TYPE_LABELS = HALLU_TYPES + ("none",)
+
+
+def _bootstrap(y, p, fn, counts: np.ndarray, confidence: float, s=None) -> dict[str, tuple[float, float]]:
+    """Percentile intervals over bootstrap resamples given as (resamples, n) occurrence counts."""
+    values = fn(y, p, w=counts) if s is None else fn(y, p, s, w=counts)
+    keys = list(values)
+    if not keys:
+        return {}
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(np.stack([values[k] for k in keys]), [a, 1 - a], axis=1)
+    return {k: (float(lo[i]), float(hi[i])) for i, k in enumerate(keys)}
+
+
+class Resampler:
+    """Stratified bootstrap counts, drawn once per sample set and strata and shared by every detector
+    and setting over it (a paired bootstrap), seeded by the sample ids so results never depend on
+    the order detectors or slices are visited."""
+
+    def __init__(self, seed: int, resamples: int):
+        self.seed, self.resamples = seed, resamples
+        self._cache: dict[tuple, np.ndarray] = {}
+
+    def counts(self, sample_ids, strata) -> np.ndarray:
+        key = (tuple(sample_ids), tuple(np.asarray(strata).tolist()))
+        if key not in self._cache:
+            digest = hashlib.sha256(repr(key).encode()).digest()
+            rng = np.random.default_rng([self.seed, int.from_bytes(digest[:8], "big")])
+            self._cache[key] = stats.bootstrap_counts(np.asarray(strata), self.resamples, rng)
+        return self._cache[key]
+
+
+# ---- slices -------------------------------------------------------------------------------------
+
+def _pairs_of(df: pl.DataFrame, **match) -> pl.DataFrame:
+    """Both sides of the pairs whose hallucinated sample matches (the faithful side has no type)."""
+    cond = pl.lit(True)
+    for col, val in match.items():
+        cond = cond & (pl.col(col) == val)
+    ids = df.filter(cond)["pair_id"].unique()
+    return df.filter(pl.col("pair_id").is_in(ids.to_list()))
+
+
+def _slices(df: pl.DataFrame) -> list[tuple[str, pl.DataFrame, bool]]:
+    """(name, rows, full) — full slices get every setting, the fine-grained ones binary only."""
+    out = [("all", df, True)]
+    for col in ("split", "source", "lang"):
+        for key in sorted(df[col].drop_nulls().unique().to_list()):
+            out.append((f"{col}={key}", df.filter(pl.col(col) == key), True))
+    hallu = df.filter(pl.col("hallu_type").is_not_null())
+    for t in sorted(hallu["hallu_type"].unique().to_list()):
+        out.append((f"hallu_type={t}", _pairs_of(df, hallu_type=t), True))
+    for sub in sorted(hallu["hallu_subtype"].drop_nulls().unique().to_list()):
+        out.append((f"hallu_subtype={sub}", _pairs_of(df, hallu_subtype=sub), False))
+    if "injector" in df.columns:
+        for t, inj in sorted(set(hallu.filter(pl.col("injector").is_not_null()).select("hallu_type", "injector").iter_rows())):
+            out.append((f"hallu_type={t}&injector={inj}", _pairs_of(df, hallu_type=t, injector=inj), False))
+    if "turn_index" in df.columns:
+        for k in sorted(df["turn_index"].drop_nulls().unique().to_list()):
+            out.append((f"turn_index={k}", df.filter(pl.col("turn_index") == k), False))
+    return out
+
+
+def _collapse3(labels: np.ndarray) -> np.ndarray:
+    return np.where(np.isin(labels, ("false_refusal", "true_refusal")), "refusal", labels)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of one slice: y and p as the metric function takes them (booleans or integer codes),
+    the readable labels for the confusion table, and the bootstrap's sample ids and strata."""
+
+    name: str
+    y: np.ndarray
+    p: np.ndarray
+    scores: np.ndarray | None
+    fn: Callable
+    y_labels: np.ndarray
+    p_labels: np.ndarray
+    ids: tuple
+    strata: np.ndarray
+
+    def metrics(self, w=None) -> dict[str, np.ndarray]:
+        return self.fn(self.y, self.p, w=w) if self.scores is None else self.fn(self.y, self.p, self.scores, w=w)
+
+
+def _coded(name: str, y: np.ndarray, p: np.ndarray, labels: tuple, ids: tuple, strata: np.ndarray) -> Setting:
+    names, codes = np.unique(np.concatenate([y, p]), return_inverse=True)
+    fn = lambda a, b, w=None: multiclass_from_codes(a, b, names, labels, w)  # noqa: E731
+    return Setting(name, codes[: len(y)], codes[len(y):], None, fn, y, p, ids, strata)
+
+
+def _settings(s: pl.DataFrame, full: bool) -> list[Setting]:
+    """The settings scored on one slice. Binary, 4-class and 3-class share resamples stratified by
+    the 4-class label (which fixes the binary class counts too); type resamples within each type."""
+    ids, y4 = tuple(s["sample_id"].to_list()), s["label_4class"].to_numpy().astype(str)
+    ys, ps = s["label_binary"].to_numpy().astype(str), s["pred_binary"].to_numpy().astype(str)
+    out = [Setting("binary", positive(ys), positive(ps), s["score"].to_numpy().astype(float), binary_metrics, ys, ps, ids, y4)]
+    if not full:
+        return out
+    p4 = s["pred_4class"].to_numpy().astype(str)
+    out.append(_coded("4class", y4, p4, LABEL_4CLASS, ids, y4))
+    out.append(_coded("3class", _collapse3(y4), _collapse3(p4), LABEL_3CLASS, ids, y4))
+    hs = s.filter(pl.col("hallu_type").is_not_null())
+    if hs.height:
+        yt, pt = hs["hallu_type"].to_numpy().astype(str), hs["pred_type"].fill_null("none").to_numpy().astype(str)
+        out.append(_coded("type", yt, pt, TYPE_LABELS, tuple(hs["sample_id"].to_list()), yt))
+    return out
+
+
+def _row(ctx: dict, setting: str, slice_name: str, metric: str, value: float, ci=(None, None), n: int = 0) -> dict:
+    return {**ctx, "setting": setting, "slice": slice_name, "metric": metric, "value": float(value),
+            "ci_low": ci[0], "ci_high": ci[1], "n": n}
+
+
+# ---- threshold sweep ----------------------------------------------------------------------------
+
+def thresholds(cfg: MetricsConfig) -> np.ndarray:
+    return np.round(np.arange(cfg.sweep_min, cfg.sweep_max + 1e-9, cfg.sweep_step), 4)
+
+
+def _tune_apply(splits: set[str], cfg: MetricsConfig) -> tuple[str, str] | None:
+    """(split to choose the threshold on, split to apply it to), or None (one split: no honest choice)."""
+    if cfg.threshold_apply_split not in splits:
+        return None
+    tune = next((t for t in cfg.threshold_tune_splits if t in splits and t != cfg.threshold_apply_split), None)
+    return (tune, cfg.threshold_apply_split) if tune else None
+
+
+def _threshold_rows(df: pl.DataFrame, cfg: MetricsConfig, base: dict, resampler: "Resampler | None") -> list[dict]:
+    rows = []
+    grid = thresholds(cfg)
+    parts = [("all", df)] + [(f"split={k}", df.filter(pl.col("split") == k)) for k in sorted(df["split"].unique().to_list())]
+    for name, part in parts:
+        y, s = part["label_binary"].to_numpy().astype(str), part["score"].to_numpy().astype(float)
+        if not len(y):
+            continue
+        for metric, values in sweep(y, s, grid).items():
+            rows += [_row(base, "sweep", name, f"{metric}@{t:.2f}", v, n=len(y)) for t, v in zip(grid, values)]
+    plan = _tune_apply(set(df["split"].unique().to_list()), cfg)
+    tune, apply = plan if plan else ("all", "all")
+    tdf = df if tune == "all" else df.filter(pl.col("split") == tune)
+    adf = df if apply == "all" else df.filter(pl.col("split") == apply)
+    yt, st = tdf["label_binary"].to_numpy().astype(str), tdf["score"].to_numpy().astype(float)
+    if len(np.unique(yt)) < 2 or not adf.height:
+        return rows
+    t = best_threshold(yt, st, grid, cfg.threshold_metric)
+    ya, sa = adf["label_binary"].to_numpy().astype(str), adf["score"].to_numpy().astype(float)
+    pa = np.where(sa >= t, POS, "faithful")
+    point = binary_metrics(ya, pa)
+    counts = resampler.counts(adf["sample_id"].to_list(), adf["label_4class"].to_numpy().astype(str)) if resampler else None
+    cis = _bootstrap(ya, pa, binary_metrics, counts, cfg.confidence) if resampler else {}
+    name = f"{tune}->{apply}"
+    rows.append(_row(base, "threshold", name, "threshold", t, n=len(yt)))
+    for metric in ("accuracy", "precision", "recall", "f1", "mcc", "balanced_accuracy"):
+        rows.append(_row(base, "threshold", name, metric, point[metric], cis.get(metric, (None, None)), len(ya)))
+    return rows
+
+
+# ---- pairwise statistics -----------------------------------------------------------------------
+
+def _correct_matrix(joined: pl.DataFrame, detectors: list[str], setting: str, split: str | None) -> tuple[np.ndarray, int]:
+    """(n, k) correctness of `detectors` on the samples every one of them scored."""
+    label, pred = ("label_binary", "pred_binary") if setting == "binary" else ("label_4class", "pred_4class")
+    df = joined if split is None else joined.filter(pl.col("split") == split)
+    wide = (df.filter(pl.col("detector").is_in(detectors))
+            .with_columns(ok=(pl.col(label) == pl.col(pred)).cast(pl.Int8))
+            .pivot(on="detector", index="sample_id", values="ok").drop_nulls().sort("sample_id"))
+    if wide.height == 0 or any(d not in wide.columns for d in detectors):
+        return np.zeros((0, len(detectors))), 0
+    return wide.select(detectors).to_numpy().astype(bool), wide.height
+
+
+def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list[dict]:
+    detectors = sorted(joined["detector"].unique().to_list())
+    splits = set(joined["split"].unique().to_list())
+    scopes = [("all", None)] + ([(f"split={cfg.threshold_apply_split}", cfg.threshold_apply_split)]
+                                if cfg.threshold_apply_split in splits and len(splits) > 1 else [])
+    rows = []
+    blank = {"df": None, "p_holm": None, "a_only_correct": None, "b_only_correct": None, "net": None}
+    for setting in ("binary", "4class"):
+        for slice_name, split in scopes:
+            pair_rows = []
+            for a, b in itertools.combinations(detectors, 2):
+                x, n = _correct_matrix(joined, [a, b], setting, split)
+                if not n:
+                    continue
+                t = stats.mcnemar(x[:, 0], x[:, 1])
+                pair_rows.append({**base, **blank, "test": "mcnemar_exact" if t.exact else "mcnemar_chi2", "setting": setting,
+                                  "slice": slice_name, "detector_a": a, "detector_b": b, "detectors": [a, b], "n": n,
+                                  "statistic": t.statistic, "p_value": t.p_value, "a_only_correct": t.a_only,
+                                  "b_only_correct": t.b_only, "net": t.b_only - t.a_only})
+            for r, p in zip(pair_rows, stats.holm([r["p_value"] for r in pair_rows])):
+                r["p_holm"] = float(p)
+            rows += pair_rows
+            if len(detectors) >= 3:
+                x, n = _correct_matrix(joined, detectors, setting, split)
+                if n:
+                    q = stats.cochrans_q(x)
+                    rows.append({**base, **blank, "test": "cochran_q", "setting": setting, "slice": slice_name,
+                                 "detector_a": "*", "detector_b": "*", "detectors": detectors, "n": n,
+                                 "statistic": q.statistic, "df": q.df, "p_value": q.p_value})
+            for baseline, condition in cfg.condition_pairs:
+                if baseline not in detectors or condition not in detectors:
+                    continue
+                x, n = _correct_matrix(joined, [baseline, condition], setting, split)
+                if not n:
+                    continue
+                imp = stats.helped_hurt(x[:, 0], x[:, 1])
+                rows.append({**base, **blank, "test": "helped_hurt", "setting": setting, "slice": slice_name,
+                             "detector_a": baseline, "detector_b": condition, "detectors": [baseline, condition], "n": n,
+                             "statistic": imp.test.statistic, "p_value": imp.test.p_value,
+                             "a_only_correct": imp.hurt, "b_only_correct": imp.helped, "net": imp.net})
+    return rows
+
+
+# ---- evaluate -----------------------------------------------------------------------------------
+
+def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig, seed: int,
+             dataset: str, dataset_version: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    keep = [c for c in samples.columns if c not in ("history", "passages", "response", "query", "standalone_query")]
+    joined = detections.join(samples.select(keep), on="sample_id", how="inner").sort("detector", "sample_id")
+    rows, conf, tests = [], [], []
+    resampler = Resampler(seed, cfg.bootstrap_resamples) if cfg.bootstrap_resamples else None
+    for (eval_id, detector), df in sorted(joined.group_by("eval_id", "detector"), key=lambda kv: kv[0]):
+        base = {"eval_id": eval_id, "dataset": dataset, "dataset_version": dataset_version, "detector": detector}
+        for slice_name, s, full in _slices(df):
+            for st in _settings(s, full) if s.height else []:
+                point = {k: float(v) for k, v in st.metrics().items()}
+                cis = _bootstrap(st.y, st.p, st.fn, resampler.counts(st.ids, st.strata), cfg.confidence, st.scores) \
+                    if resampler else {}
+                rows += [_row(base, st.name, slice_name, m, v, cis.get(m, (None, None)), len(st.y)) for m, v in point.items()]
+                if slice_name == "all" or slice_name.startswith("split="):
+                    pairs = pl.DataFrame({"t": st.y_labels, "p": st.p_labels}).group_by("t", "p").len()
+                    conf += [{"eval_id": eval_id, "detector": detector, "setting": st.name, "slice": slice_name,
+                              "true_label": t, "pred_label": pr, "count": n} for t, pr, n in pairs.iter_rows()]
+        rows += _threshold_rows(df, cfg, base, resampler)
+    for eval_id, df in sorted(joined.group_by("eval_id"), key=lambda kv: kv[0]):
+        tests += pairwise_tests(df, cfg, {"eval_id": eval_id[0], "dataset": dataset, "dataset_version": dataset_version})
+    metrics = rows_frame(rows, ["eval_id", "detector", "setting", "slice", "metric"])
+    confusion = rows_frame(conf, ["eval_id", "detector", "setting", "slice", "true_label", "pred_label"])
+    detector_tests = rows_frame(tests, ["eval_id", "test", "setting", "slice", "detector_a", "detector_b"])
+    return metrics, confusion, detector_tests
+
+
+def run(inputs: Frames, ctx: StageContext) -> Frames:
+    cfg: MetricsConfig = ctx.config
+    samples = inputs["samples"]
+    version = ctx.input_hashes.get("samples", "unversioned")[:16]
+    metrics, confusion, tests = evaluate(samples, inputs["detections"], cfg, ctx.seed, dataset_of(samples), version)
+    ctx.progress(1, 1)
+    return {"metrics": metrics, "confusion": confusion, "detector_tests": tests}
+
+
+STAGE = Stage("metrics", run, MetricsConfig, inputs=("samples", "detections"), outputs=("metrics", "confusion", "detector_tests"),
+              description="metrics with bootstrap CIs and paired tests")

@@ -1,1 +1,0 @@
-"""Pure stage logic (no Prefect): one module per stage, registries for sources, injectors, detectors."""
