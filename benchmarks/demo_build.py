@@ -29,8 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def build(home: Path) -> tuple[float, dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "finhallu.cli", "build", "--profile", "demo", "--json", "--home", str(home)],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "finhallu.cli", "build", "--profile", "demo", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"build failed:\n{proc.stderr[-3000:]}")
@@ -42,8 +47,14 @@ def start_ui(home: Path) -> subprocess.Popen:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    proc = subprocess.Popen([sys.executable, "-m", "finhallu.cli", "ui", "--home", str(home), "--port", str(port)],
-                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "finhallu.cli", "ui", "--home", str(home), "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     for _ in range(240):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=1)

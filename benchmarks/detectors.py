@@ -28,14 +28,16 @@ from finhallu.stages.detect import run_detectors  # noqa: E402
 from finhallu.detectors import DetectorContext  # noqa: E402
 from finhallu.detectors.baselines import BASELINES  # noqa: E402
 
-DETECTORS = ("numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge",
-             "learned")
+DETECTORS = ("numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge", "learned")
 FIXTURES = ROOT / "tests" / "fixtures" / "external"
-FIXTURE_SETS = [("halueval-dialogue", FIXTURES / "halueval" / "dialogue_data.json"),
-                ("halueval-qa", FIXTURES / "halueval" / "qa_data.json"),
-                ("halueval-general", FIXTURES / "halueval" / "general_data.json"),
-                ("ragtruth", FIXTURES / "ragtruth"), ("jsonl", FIXTURES / "generic" / "samples.jsonl"),
-                ("csv", FIXTURES / "generic" / "samples.csv")]
+FIXTURE_SETS = [
+    ("halueval-dialogue", FIXTURES / "halueval" / "dialogue_data.json"),
+    ("halueval-qa", FIXTURES / "halueval" / "qa_data.json"),
+    ("halueval-general", FIXTURES / "halueval" / "general_data.json"),
+    ("ragtruth", FIXTURES / "ragtruth"),
+    ("jsonl", FIXTURES / "generic" / "samples.jsonl"),
+    ("csv", FIXTURES / "generic" / "samples.csv"),
+]
 
 
 def home_samples(home: Path) -> pl.DataFrame:
@@ -61,8 +63,13 @@ def scores(samples: pl.DataFrame, splits: tuple[str, ...]) -> dict[str, dict[str
         y = (part["label_binary"] == "hallucinated").to_numpy()
         pred = (part["pred_binary"] == "hallucinated").to_numpy()
         auc = roc_auc_score(y, part["score"].to_numpy()) if len(np.unique(y)) == 2 else float("nan")
-        out[name] = {"n": part.height, "accuracy": accuracy_score(y, pred), "f1": f1_score(y, pred, zero_division=0),
-                     "roc_auc": auc, "flagged": float(pred.mean())}
+        out[name] = {
+            "n": part.height,
+            "accuracy": accuracy_score(y, pred),
+            "f1": f1_score(y, pred, zero_division=0),
+            "roc_auc": auc,
+            "flagged": float(pred.mean()),
+        }
     return out
 
 

@@ -41,14 +41,19 @@ from finhallu.text.normalize import contains_normalized  # noqa: E402
 from finhallu.text.words import content_words  # noqa: E402
 
 STOCK = ("그럼", "그러면", "추가로", "그리고", "참,", "and ", "also,", "what about")
-COREF = re.compile(r"(^|\s)(그건|이건|그거|이거|그게|이게|그걸|그것|이것|그 |이 |해당|거기|그때|그 중|그중)"
-                   r"|\b(it|that|those|this|they|them|its|their|the same)\b", re.I)
+COREF = re.compile(
+    r"(^|\s)(그건|이건|그거|이거|그게|이게|그걸|그것|이것|그 |이 |해당|거기|그때|그 중|그중)"
+    r"|\b(it|that|those|this|they|them|its|their|the same)\b",
+    re.I,
+)
 YESNO = {"예", "네", "아니오", "아니요", "yes", "no"}
 
 
 def table(home: Path, name: str) -> pl.DataFrame:
-    files = sorted(glob.glob(str(home / "tables" / name / "version=*" / "*.parquet")),
-                   key=lambda f: int(re.search(r"version=(\d+)", f).group(1)))
+    files = sorted(
+        glob.glob(str(home / "tables" / name / "version=*" / "*.parquet")),
+        key=lambda f: int(re.search(r"version=(\d+)", f).group(1)),
+    )
     if not files:
         raise SystemExit(f"{home}: no published {name} table")
     latest = re.search(r"version=\d+", files[-1]).group(0)
@@ -69,14 +74,17 @@ def pasted_connector(q: str, s: str) -> bool:
     if head is None:
         return False
     want = set(content_words(s))
-    return len(want & set(content_words(q[len(head):]))) >= 0.8 * len(want)
+    return len(want & set(content_words(q[len(head) :]))) >= 0.8 * len(want)
 
 
 def follow_up_kind(query: str, standalone: str) -> dict[str, bool]:
     q, s = query.strip(), standalone.strip()
-    return {"stock": pasted_connector(q, s), "coreference": bool(COREF.search(q)) and not COREF.search(s),
-            "ellipsis": len(q.split()) < len(s.split()) and not pasted_connector(q, s),
-            "not_rewritten": q == s}
+    return {
+        "stock": pasted_connector(q, s),
+        "coreference": bool(COREF.search(q)) and not COREF.search(s),
+        "ellipsis": len(q.split()) < len(s.split()) and not pasted_connector(q, s),
+        "not_rewritten": q == s,
+    }
 
 
 def repeats(turn: dict, earlier: list[dict]) -> bool:
@@ -107,10 +115,19 @@ def turn_metrics(turns: pl.DataFrame, dialogues: pl.DataFrame, doc_lang: dict) -
 
 def sample_metrics(samples: pl.DataFrame) -> dict:
     hal = samples.filter(pl.col("label_binary") == "hallucinated")
-    per_type = (hal.group_by("hallu_type").agg(n=pl.len(), late=(pl.col("turn_index") >= 2).mean(),
-                                               mean_turn=pl.col("turn_index").mean()).sort("hallu_type"))
-    return {"n": samples.height, "mean_turn": samples["turn_index"].mean(), "turn1": (samples["turn_index"] == 1).mean(),
-            "per_type": per_type, "n_hal": hal.height, "unanswerable": (~samples["answerable"]).mean()}
+    per_type = (
+        hal.group_by("hallu_type")
+        .agg(n=pl.len(), late=(pl.col("turn_index") >= 2).mean(), mean_turn=pl.col("turn_index").mean())
+        .sort("hallu_type")
+    )
+    return {
+        "n": samples.height,
+        "mean_turn": samples["turn_index"].mean(),
+        "turn1": (samples["turn_index"] == 1).mean(),
+        "per_type": per_type,
+        "n_hal": hal.height,
+        "unanswerable": (~samples["answerable"]).mean(),
+    }
 
 
 def report(home: Path) -> dict:
@@ -126,8 +143,10 @@ def report(home: Path) -> dict:
     for r in s["per_type"].iter_rows(named=True):
         print(f"{r['hallu_type']:<18}{r['n']:>5}{r['n'] / max(s['n_hal'], 1):>8.1%}{r['late']:>9.1%}{r['mean_turn']:>11.2f}")
     print(f"unanswerable share of samples: {s['unanswerable']:.1%}")
-    print(f"follow-ups: {c['follow_ups']}  stock connector {c['stock'] / fu:.1%}  coreference {c['coreference'] / fu:.1%}"
-          f"  ellipsis {c['ellipsis'] / fu:.1%}  not rewritten {c['not_rewritten'] / fu:.1%}")
+    print(
+        f"follow-ups: {c['follow_ups']}  stock connector {c['stock'] / fu:.1%}  coreference {c['coreference'] / fu:.1%}"
+        f"  ellipsis {c['ellipsis'] / fu:.1%}  not rewritten {c['not_rewritten'] / fu:.1%}"
+    )
     print(f"follow-ups repeating an answered fact: {c['repeat']} ({c['repeat'] / fu:.1%})")
     print(f"language switches: {len(t['switches'])}   reconfirm turns: {c['reconfirm']}")
     for sw in t["switches"][:5]:
@@ -137,11 +156,21 @@ def report(home: Path) -> dict:
 
 def build(home: Path, profile: str, scale: int) -> None:
     cfg = load_config(profile).dialogues
-    sets = [] if scale == 1 else [
-        "--set", f"dialogues.dialogues_per_document={cfg.dialogues_per_document * scale}",
-        "--set", f"dialogues.dialogues_per_filing={cfg.dialogues_per_filing * scale}"]
-    subprocess.run([str(ROOT / ".venv" / "bin" / "finhallu"), "build", "--profile", profile, "--home", str(home), *sets],
-                   check=True, stdout=subprocess.DEVNULL)
+    sets = (
+        []
+        if scale == 1
+        else [
+            "--set",
+            f"dialogues.dialogues_per_document={cfg.dialogues_per_document * scale}",
+            "--set",
+            f"dialogues.dialogues_per_filing={cfg.dialogues_per_filing * scale}",
+        ]
+    )
+    subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "finhallu"), "build", "--profile", profile, "--home", str(home), *sets],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def home_cli(description: str, report_fn) -> None:

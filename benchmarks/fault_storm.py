@@ -38,9 +38,16 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
     os.environ.setdefault("GEMINI_API_KEY", "benchmark")
-    with tempfile.TemporaryDirectory() as tmp, StubLLM(responder=responder, fault_rate=args.fault_rate,
-                                                       fault_kinds=tuple(args.faults.split(",")),
-                                                       fault_seed=args.seed, fault_hold_s=30) as stub:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        StubLLM(
+            responder=responder,
+            fault_rate=args.fault_rate,
+            fault_kinds=tuple(args.faults.split(",")),
+            fault_seed=args.seed,
+            fault_hold_s=30,
+        ) as stub,
+    ):
         tmp = Path(tmp)
         profile = storm_profile(tmp, stub, scale=args.scale)
         home = tmp / "home"
@@ -56,13 +63,19 @@ def main() -> int:
         sent = requests1["chat"] + requests1["generate"]
         injected = dict(stub.faults_injected)
         print(f"storm build: exit 0 in {t1 - t0:.0f}s, {len(rows1)} LLM calls, online requests {requests1}")
-        print(f"faults injected: {sum(injected.values())} of {sent} online requests "
-              f"({sum(injected.values()) / max(1, sent):.1%}): {dict(sorted(injected.items()))}")
-        print(f"attempts per call: max {max(r['attempts'] for r in rows1)} "
-              f"(mean {sum(r['attempts'] for r in rows1 if not r['cache_hit']) / max(1, sum(not r['cache_hit'] for r in rows1)):.2f} "
-              "over calls sent)")
-        print(f"failures recorded: {sum(r['error'] is not None for r in rows1)} llm_calls rows with an error, "
-              f"{len(failed1)} requests recorded as failed in the call cache")
+        print(
+            f"faults injected: {sum(injected.values())} of {sent} online requests "
+            f"({sum(injected.values()) / max(1, sent):.1%}): {dict(sorted(injected.items()))}"
+        )
+        print(
+            f"attempts per call: max {max(r['attempts'] for r in rows1)} "
+            f"(mean {sum(r['attempts'] for r in rows1 if not r['cache_hit']) / max(1, sum(not r['cache_hit'] for r in rows1)):.2f} "
+            "over calls sent)"
+        )
+        print(
+            f"failures recorded: {sum(r['error'] is not None for r in rows1)} llm_calls rows with an error, "
+            f"{len(failed1)} requests recorded as failed in the call cache"
+        )
 
         stub.fault_rate = 0.0
         stub.reset_counts()
@@ -75,12 +88,14 @@ def main() -> int:
         resent = {r["request_key"] for r in rows2 if not r["cache_hit"]}
         seen1 = {r["request_key"] for r in rows1}
         succeeded1 = {r["request_key"] for r in rows1 if r["error"] is None} - failed1
-        print(f"rerun --retry-failed: exit 0 in {t2 - t1:.0f}s; calls re-sent {len(resent & seen1)} "
-              f"(all recorded failures: {resent & seen1 <= failed1}; succeeded calls re-sent: {len(resent & succeeded1)}), "
-              f"new calls {len(resent - seen1)} (items the first build dropped), stub requests "
-              f"{stub.count('chat') + stub.count('generate')} online + {stub.count('batch_create')} batch jobs; "
-              f"recorded failures left: {len(failed_keys(home))} (failed prompts the rerun did not ask again: "
-              "repair prompts whose first prompt now succeeds, and items a stage no longer needed)")
+        print(
+            f"rerun --retry-failed: exit 0 in {t2 - t1:.0f}s; calls re-sent {len(resent & seen1)} "
+            f"(all recorded failures: {resent & seen1 <= failed1}; succeeded calls re-sent: {len(resent & succeeded1)}), "
+            f"new calls {len(resent - seen1)} (items the first build dropped), stub requests "
+            f"{stub.count('chat') + stub.count('generate')} online + {stub.count('batch_create')} batch jobs; "
+            f"recorded failures left: {len(failed_keys(home))} (failed prompts the rerun did not ask again: "
+            "repair prompts whose first prompt now succeeds, and items a stage no longer needed)"
+        )
     return 0
 
 

@@ -30,7 +30,7 @@ def _cut(text: str, around: str | None, width: int = 700) -> str:
         at = text.find(around[:40])
         if at >= 0:
             start = max(0, at - width // 3)
-            return ("…" if start else "") + text[start:start + width] + ("…" if start + width < len(text) else "")
+            return ("…" if start else "") + text[start : start + width] + ("…" if start + width < len(text) else "")
     return text[:width] + ("…" if len(text) > width else "")
 
 

@@ -37,7 +37,9 @@ def run_case(kind: str, paths: list) -> tuple[float, int, float, float, int]:
     t0 = time.perf_counter()
     out = ingest.run({}, StageContext(stage="ingest", config=cfg, seed=1))
     t1 = time.perf_counter()
-    passages = chunking.run({"documents": out["documents"]}, StageContext(stage="chunk", config=ChunkConfig(), seed=1))["passages"]
+    passages = chunking.run({"documents": out["documents"]}, StageContext(stage="chunk", config=ChunkConfig(), seed=1))[
+        "passages"
+    ]
     t2 = time.perf_counter()
     return size / 1e6, out["documents"].height, t1 - t0, t2 - t1, passages.height
 
@@ -85,8 +87,10 @@ def main() -> None:
             cfg = IngestConfig(sources=[SourceConfig(kind=kind, paths=[str(p) for p in paths])])
             docs_df = ingest.run({}, StageContext(stage="ingest", config=cfg, seed=1))["documents"]
             tables, symbols, unlabelled, shifted = table_quality(docs_df)
-            print(f"{'':<22}tables {tables}: {symbols} with a symbol-only cell, {unlabelled} with a value outside "
-                  f"a headed column; {shifted} ({shifted / max(tables, 1):.0%}) show a shift")
+            print(
+                f"{'':<22}tables {tables}: {symbols} with a symbol-only cell, {unlabelled} with a value outside "
+                f"a headed column; {shifted} ({shifted / max(tables, 1):.0%}) show a shift"
+            )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,9 @@ def report(home: Path) -> int:
     print(f"label verifier dropped {total - kept} of {total} injections ({(total - kept) / max(1, total):.1%})")
     for r, n in reasons.most_common(15):
         print(f"  {n:3d}  {r}")
-    audit = audit_samples(con.sql("SELECT * FROM samples").pl(), con.sql("SELECT * FROM injections").pl(),
-                          con.sql("SELECT * FROM turns").pl())
+    audit = audit_samples(
+        con.sql("SELECT * FROM samples").pl(), con.sql("SELECT * FROM injections").pl(), con.sql("SELECT * FROM turns").pl()
+    )
     failed = audit.filter(~audit["ok"])
     print(f"re-check of published samples: {audit.height} checked, {failed.height} failing")
     for r in failed.head(10).iter_rows(named=True):
@@ -67,8 +68,12 @@ def main() -> int:
     homes = list(args.homes)
     for profile in args.build:
         home = Path(tempfile.mkdtemp(prefix="label-audit-"))
-        subprocess.run([str(ROOT / ".venv/bin/finhallu"), "build", "--profile", profile, "--home", str(home)],
-                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(ROOT / ".venv/bin/finhallu"), "build", "--profile", profile, "--home", str(home)],
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
         homes.append(home)
     return 1 if sum(report(h) for h in homes) else 0
 

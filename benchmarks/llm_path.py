@@ -48,9 +48,12 @@ def stub_profile(tmp: Path, stub: StubLLM, base: str, concurrency: int, extra: d
         roles[name] = r
     unlimited = {"rpm": 10_000_000, "tpm": 10_000_000_000, "concurrency": concurrency}
     models = {r["model"] for r in roles.values()}
-    doc = {"extends": base, "roles": roles, **(extra or {}),
-           "llm": {"limits": {m: unlimited for m in models}, "default_limits": unlimited,
-                   "estimate_before_build": False}}  # the benchmark runs the dry run itself
+    doc = {
+        "extends": base,
+        "roles": roles,
+        **(extra or {}),
+        "llm": {"limits": {m: unlimited for m in models}, "default_limits": unlimited, "estimate_before_build": False},
+    }  # the benchmark runs the dry run itself
     path = tmp / "llm-path.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     return str(path)
@@ -59,8 +62,7 @@ def stub_profile(tmp: Path, stub: StubLLM, base: str, concurrency: int, extra: d
 def stage_seconds(home: Path, flow_run_id: str) -> dict[str, float]:
     """Each stage task's run time, from the home's Prefect API (the runs the UI shows)."""
     api = json.loads((home / "prefect" / "api.json").read_text())["url"]
-    runs = httpx.post(f"{api}/task_runs/filter", json={"task_runs": {"flow_run_id": {"any_": [flow_run_id]}}},
-                      timeout=30).json()
+    runs = httpx.post(f"{api}/task_runs/filter", json={"task_runs": {"flow_run_id": {"any_": [flow_run_id]}}}, timeout=30).json()
     return {r["name"]: r["total_run_time"] for r in runs}
 
 
@@ -70,8 +72,12 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--keep", type=Path, help="build into this home and keep it (its llm_calls hold each call's timing)")
-    ap.add_argument("--model", choices=("replay", "scripted"), default="replay",
-                    help="replay: the server answers as the dry run's rules did; scripted: the stub's canned answers")
+    ap.add_argument(
+        "--model",
+        choices=("replay", "scripted"),
+        default="replay",
+        help="replay: the server answers as the dry run's rules did; scripted: the stub's canned answers",
+    )
     args = ap.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
     os.environ.setdefault("GEMINI_API_KEY", "benchmark")
@@ -92,16 +98,22 @@ def main() -> int:
             return 1
         out = json.loads(next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("{")))
         con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
-        calls = con.execute("SELECT stage, model, attempts, input_tokens, output_tokens, latency_s, "
-                            "epoch(created_at::TIMESTAMPTZ) FROM llm_calls WHERE build_id = ? AND NOT cache_hit",
-                            [out["build_id"]]).fetchall()
+        calls = con.execute(
+            "SELECT stage, model, attempts, input_tokens, output_tokens, latency_s, "
+            "epoch(created_at::TIMESTAMPTZ) FROM llm_calls WHERE build_id = ? AND NOT cache_hit",
+            [out["build_id"]],
+        ).fetchall()
         flow_run = con.execute("SELECT flow_run_id FROM builds WHERE build_id = ?", [out["build_id"]]).fetchone()[0]
-        ops = con.execute("SELECT stage, operation, count(*) FROM llm_calls WHERE build_id = ? AND NOT cache_hit "
-                          "GROUP BY ALL ORDER BY ALL", [out["build_id"]]).fetchall()
+        ops = con.execute(
+            "SELECT stage, operation, count(*) FROM llm_calls WHERE build_id = ? AND NOT cache_hit GROUP BY ALL ORDER BY ALL",
+            [out["build_id"]],
+        ).fetchall()
         con.close()
         seconds = stage_seconds(home, flow_run)
-        print(f"stub latency {args.latency:.2f} s, concurrency {args.concurrency} per model, profile {args.profile}, "
-              f"model {args.model}; server requests {stub.count('chat') + stub.count('generate')}; dry run {t_dry:.0f} s")
+        print(
+            f"stub latency {args.latency:.2f} s, concurrency {args.concurrency} per model, profile {args.profile}, "
+            f"model {args.model}; server requests {stub.count('chat') + stub.count('generate')}; dry run {t_dry:.0f} s"
+        )
         print("floor: per model, its attempts x latency / concurrency; a stage's floor is its slowest model's.")
         print("llm phase: first request sent to last answer back; stage: the whole stage task (with its offline work)")
         print(f"{'stage':<13} {'calls':>6} {'floor s':>8} {'llm s':>7} {'of floor':>8} {'stage s':>8} {'of floor':>8}")
@@ -118,18 +130,24 @@ def main() -> int:
             llm_s = max(c[6] for c in mine) - min(c[6] - c[5] for c in mine)
             floor_total += floor
             st = seconds.get(stage, float("nan"))
-            print(f"{stage:<13} {len(mine):>6} {floor:>8.1f} {llm_s:>7.1f} {floor / llm_s if llm_s else 0:>8.0%} "
-                  f"{st:>8.1f} {floor / st:>8.0%}   (dry run: {est_calls.get(stage, 0)} calls)")
+            print(
+                f"{stage:<13} {len(mine):>6} {floor:>8.1f} {llm_s:>7.1f} {floor / llm_s if llm_s else 0:>8.0%} "
+                f"{st:>8.1f} {floor / st:>8.0%}   (dry run: {est_calls.get(stage, 0)} calls)"
+            )
         total_calls = len(calls)
         tokens = sum(c[3] + c[4] for c in calls)
-        print(f"build wall {wall:.0f} s for {total_calls} calls (stages without LLM calls included); "
-              f"sum of the stage floors {floor_total:.0f} s (x{wall / max(floor_total, 1e-9):.2f})")
+        print(
+            f"build wall {wall:.0f} s for {total_calls} calls (stages without LLM calls included); "
+            f"sum of the stage floors {floor_total:.0f} s (x{wall / max(floor_total, 1e-9):.2f})"
+        )
         if estimate:
             est_calls = sum(s["calls"] for s in estimate["stages"])
             est_tokens = sum(s["input_tokens"] + s["output_tokens"] for s in estimate["stages"])
-            print(f"dry run: {est_calls} calls (actual {total_calls}, {est_calls / total_calls - 1:+.1%}), "
-                  f"{est_tokens} tokens (actual {tokens}, {est_tokens / max(tokens, 1) - 1:+.1%}), "
-                  f"${estimate['cost_usd']:.2f}, floor under the configured limits {estimate['floor_s']:.0f} s")
+            print(
+                f"dry run: {est_calls} calls (actual {total_calls}, {est_calls / total_calls - 1:+.1%}), "
+                f"{est_tokens} tokens (actual {tokens}, {est_tokens / max(tokens, 1) - 1:+.1%}), "
+                f"${estimate['cost_usd']:.2f}, floor under the configured limits {estimate['floor_s']:.0f} s"
+            )
             est_ops = {(s["stage"], op): n for s in estimate["stages"] for op, n in s["operations"].items()}
             if args.model == "replay":
                 print(f"prompts the dry run had not asked (answered by the scripted stub): {stub.responder.unseen}")

@@ -31,13 +31,27 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     args = ap.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
-    inputs = [dict(question=f"What was the net interest margin in quarter {i}?",
-                   passage=f"The net interest margin was {1.5 + i / 1000:.3f}% in quarter {i}.",
-                   clue=None, answer=None, lang="en") for i in range(args.requests)]
+    inputs = [
+        dict(
+            question=f"What was the net interest margin in quarter {i}?",
+            passage=f"The net interest margin was {1.5 + i / 1000:.3f}% in quarter {i}.",
+            clue=None,
+            answer=None,
+            lang="en",
+        )
+        for i in range(args.requests)
+    ]
     with tempfile.TemporaryDirectory() as tmp, StubLLM(latency_s=args.latency, rpm_limit=args.rpm) as stub:
         settings = LLMConfig(limits={"stub-model": ModelLimits(rpm=args.rpm, concurrency=args.concurrency)})
-        role = {"j": {"provider": "openai_compatible", "model": "stub-model", "base_url": stub.openai_base,
-                      "temperature": 0.0, "max_tokens": 64}}
+        role = {
+            "j": {
+                "provider": "openai_compatible",
+                "model": "stub-model",
+                "base_url": stub.openai_base,
+                "temperature": 0.0,
+                "max_tokens": 64,
+            }
+        }
         rt = LLMRuntime(settings, CallCache(Path(tmp) / "llm.sqlite"), stage="bench")
         t0 = time.monotonic()
         outs = LLMRouter(role, rt).call_many("j", "judge_answerability", inputs)
@@ -50,8 +64,10 @@ def main() -> None:
         LLMRouter(role, rt2).call_many("j", "judge_answerability", inputs)
         rerun_s = time.monotonic() - t1
         achieved = args.requests / elapsed * 60.0
-        print(f"requests              {args.requests} ({failed} failed), stub latency {args.latency * 1000:.0f} ms, "
-              f"limit {args.rpm:.0f} RPM, concurrency {args.concurrency}")
+        print(
+            f"requests              {args.requests} ({failed} failed), stub latency {args.latency * 1000:.0f} ms, "
+            f"limit {args.rpm:.0f} RPM, concurrency {args.concurrency}"
+        )
         print(f"wall time             {elapsed:.1f} s ({first_calls} provider calls)")
         print(f"achieved RPM          {achieved:.1f} ({achieved / args.rpm:.1%} of the limit; target >= 90%)")
         print(f"max in any 60 s       {stub.max_window} (limit {args.rpm:.0f})")

@@ -74,12 +74,16 @@ def main(argv: list[str] | None = None) -> None:
     faiss.omp_set_num_threads(args.threads)
     k = args.k
 
-    print(f"faiss {faiss.__version__} (OpenBLAS core hint: {ix.blas_core_hint() or 'none'}), numpy {np.__version__}, "
-          f"{args.threads} threads, {os.cpu_count()} CPUs visible")
+    print(
+        f"faiss {faiss.__version__} (OpenBLAS core hint: {ix.blas_core_hint() or 'none'}), numpy {np.__version__}, "
+        f"{args.threads} threads, {os.cpu_count()} CPUs visible"
+    )
     (x, q), gen_s = timed(clustered_corpus, args.passages, args.queries, args.dim, args.clusters, args.seed, args.spread)
     ids = [f"p{i:07d}" for i in range(len(x))]
-    print(f"corpus: {len(x):,} passages, {len(q):,} queries, d={args.dim}, {args.clusters} clusters, spread {args.spread} "
-          f"(generated in {gen_s:.2f} s); top-{k}\n")
+    print(
+        f"corpus: {len(x):,} passages, {len(q):,} queries, d={args.dim}, {args.clusters} clusters, spread {args.spread} "
+        f"(generated in {gen_s:.2f} s); top-{k}\n"
+    )
 
     rows: list[tuple] = []
     flat, flat_build = timed(ix.build_index, x, ids, model_id="bench", cfg=RetrieveConfig(index_kind="flat"))
@@ -101,19 +105,26 @@ def main(argv: list[str] | None = None) -> None:
         ann, build_s = timed(ix.build_index, x, ids, model_id="bench", cfg=cfg)
         rep = ix.measure_recall_loss(None, q, k, cfg, index=ann, exact_rows=f_rows)
         p = ann.params
-        label = (f"faiss ivf nlist={p['nlist']} nprobe={ann.search_params['nprobe']}" if kind == "ivf"
-                 else f"faiss hnsw M={p['M']} ef={ann.search_params['ef_search']}")
+        label = (
+            f"faiss ivf nlist={p['nlist']} nprobe={ann.search_params['nprobe']}"
+            if kind == "ivf"
+            else f"faiss hnsw M={p['M']} ef={ann.search_params['ef_search']}"
+        )
         rows.append((label, build_s, rep.search_s, rep.recall, f"recall loss {rep.loss:.4f}"))
 
     print(f"{'method':<34}{'build s':>9}{'search s':>10}{'queries/s':>12}{'recall@' + str(k):>11}  vs exact")
     for label, build, search, recall, note in rows:
         b = f"{build:9.2f}" if isinstance(build, float) else f"{build:>9}"
         print(f"{label:<34}{b}{search:10.2f}{len(q) / search:12,.0f}{recall:11.4f}  {note}")
-    print(f"\nFAISS flat vs NumPy brute force: {numpy_s / flat_s:.2f}x "
-          f"({flat_s:.2f} s vs {numpy_s:.2f} s for {len(q):,} queries x {len(x):,} passages); "
-          f"top-{k} ids and scores identical for all queries")
-    print(f"raw FAISS float32 top-{k} order differs from the canonical ranking for {raw_differs} of {n_raw:,} queries "
-          f"(near-ties; settled by exact rescoring + id tie-break)")
+    print(
+        f"\nFAISS flat vs NumPy brute force: {numpy_s / flat_s:.2f}x "
+        f"({flat_s:.2f} s vs {numpy_s:.2f} s for {len(q):,} queries x {len(x):,} passages); "
+        f"top-{k} ids and scores identical for all queries"
+    )
+    print(
+        f"raw FAISS float32 top-{k} order differs from the canonical ranking for {raw_differs} of {n_raw:,} queries "
+        f"(near-ties; settled by exact rescoring + id tie-break)"
+    )
 
     # Persistence: save, incremental add of the last 2%, load.
     print(f"\n{'cache (index/<model>/<hash>)':<34}{'save 98%':>10}{'+2% add':>10}{'load':>10}  incremental = rebuild")

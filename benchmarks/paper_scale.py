@@ -51,8 +51,9 @@ def write_corpus(out: Path, n_docs: int) -> int:
                 for qa in p.get("qas", []):
                     qa["question_id"] = f"{qa.get('question_id', 'q')}-c{copy}"
             batch.append(d)
-        (out / f"TL_scale_{copy:04d}.json").write_text(json.dumps({"Dataset": parts[0]["Dataset"], "data": batch},
-                                                                  ensure_ascii=False), "utf-8")
+        (out / f"TL_scale_{copy:04d}.json").write_text(
+            json.dumps({"Dataset": parts[0]["Dataset"], "data": batch}, ensure_ascii=False), "utf-8"
+        )
         written += len(batch)
         copy += 1
     return written
@@ -71,8 +72,12 @@ def main() -> None:
         aihub = next(s for s in demo["ingest"]["sources"] if s["kind"] == "aihub")
         cfg = load_config(args.profile, {"ingest": {"sources": [{**aihub, "paths": [str(corpus)]}]}})
         started = time.perf_counter()
-        est = dry_run(cfg, progress=lambda stage: print(f"  dry run: {stage} ({time.perf_counter() - started:.0f} s)",
-                                                         file=sys.stderr, flush=True))
+        est = dry_run(
+            cfg,
+            progress=lambda stage: print(
+                f"  dry run: {stage} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True
+            ),
+        )
         print(f"== {args.profile} profile, {n} AI-Hub documents: dry run in {time.perf_counter() - started:.0f} s")
         print(est.table())
         print(f"total calls {est.calls:,}  (target <= 150,000: {'ok' if est.calls <= 150_000 else 'OVER'})")

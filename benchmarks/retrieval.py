@@ -59,8 +59,9 @@ def build_corpus(icfg: IngestConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
     out = ingest.run({}, StageContext(stage="ingest", config=icfg, seed=1))
     passages = chunking.run({"documents": out["documents"]}, StageContext(stage="chunk", config=ChunkConfig(), seed=1))
     passages = passages["passages"]
-    seeds = seed_qa.run({"passages": passages, "source_qas": out["source_qas"]},
-                        StageContext(stage="seed_qa", config=SeedQAConfig(), seed=1))["qa_seeds"]
+    seeds = seed_qa.run(
+        {"passages": passages, "source_qas": out["source_qas"]}, StageContext(stage="seed_qa", config=SeedQAConfig(), seed=1)
+    )["qa_seeds"]
     return passages, seeds.filter(pl.col("answerable"))
 
 
@@ -72,8 +73,13 @@ def gold_ranks(scores: np.ndarray, gold_group: np.ndarray, group: np.ndarray) ->
 
 
 def metrics(ranks: np.ndarray) -> dict:
-    return {"n": len(ranks), "R@1": float(np.mean(ranks <= 1)), "R@5": float(np.mean(ranks <= 5)),
-            "R@10": float(np.mean(ranks <= 10)), "MRR": float(np.mean(1.0 / ranks))}
+    return {
+        "n": len(ranks),
+        "R@1": float(np.mean(ranks <= 1)),
+        "R@5": float(np.mean(ranks <= 5)),
+        "R@10": float(np.mean(ranks <= 10)),
+        "MRR": float(np.mean(1.0 / ranks)),
+    }
 
 
 def score_backend(label: str, over: dict | None, texts: list[str], queries: list[str]) -> tuple[np.ndarray, float, str]:
@@ -97,8 +103,10 @@ def run_corpus(name: str, icfg: IngestConfig, rows: list[dict], skipped: dict[st
     gold_group = group[[pos[p] for p in seeds["passage_id"].to_list()]]
     queries = seeds["question"].to_list()
     langs = np.array(seeds["lang"].to_list())
-    print(f"{name}: {len(texts)} passages ({len(group_of)} distinct texts), {len(queries)} answerable standalone "
-          f"questions ({', '.join(f'{lang} {int((langs == lang).sum())}' for lang in sorted(set(langs)))})")
+    print(
+        f"{name}: {len(texts)} passages ({len(group_of)} distinct texts), {len(queries)} answerable standalone "
+        f"questions ({', '.join(f'{lang} {int((langs == lang).sum())}' for lang in sorted(set(langs)))})"
+    )
     for label, over in BACKENDS:
         try:
             scores, secs, model_id = score_backend(label, over, texts, queries)
@@ -110,8 +118,16 @@ def run_corpus(name: str, icfg: IngestConfig, rows: list[dict], skipped: dict[st
         if len(set(langs)) > 1:
             slices += [(lang, langs == lang) for lang in sorted(set(langs))]
         for sl, mask in slices:
-            rows.append({"corpus": name, "slice": sl, "backend": label, **metrics(ranks[mask]),
-                         "secs": secs if sl == "all" else None, "model_id": model_id})
+            rows.append(
+                {
+                    "corpus": name,
+                    "slice": sl,
+                    "backend": label,
+                    **metrics(ranks[mask]),
+                    "secs": secs if sl == "all" else None,
+                    "model_id": model_id,
+                }
+            )
 
 
 def print_table(rows: list[dict]) -> None:
@@ -124,8 +140,10 @@ def print_table(rows: list[dict]) -> None:
             print()
         last = (r["corpus"], r["slice"])
         secs = f"{r['secs']:7.2f}" if r["secs"] is not None else f"{'':>7}"
-        print(f"{r['corpus']:<14}{r['slice']:<6}{r['backend']:<26}{r['n']:5d}{r['R@1']:7.3f}{r['R@5']:7.3f}"
-              f"{r['R@10']:7.3f}{r['MRR']:7.3f}{secs}")
+        print(
+            f"{r['corpus']:<14}{r['slice']:<6}{r['backend']:<26}{r['n']:5d}{r['R@1']:7.3f}{r['R@5']:7.3f}"
+            f"{r['R@10']:7.3f}{r['MRR']:7.3f}{secs}"
+        )
 
 
 def run_mining() -> None:

@@ -44,8 +44,15 @@ _TERM = re.compile(r"제\s?(\d{1,3})\s?기")
 
 
 def build(home: Path) -> None:
-    cmd = [str(ROOT / ".venv/bin/finhallu"), "stage", "seed_qa", "--profile", str(ROOT / "examples/shared-fixtures.yaml"),
-           "--home", str(home)]
+    cmd = [
+        str(ROOT / ".venv/bin/finhallu"),
+        "stage",
+        "seed_qa",
+        "--profile",
+        str(ROOT / "examples/shared-fixtures.yaml"),
+        "--home",
+        str(home),
+    ]
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
 
 
@@ -67,8 +74,7 @@ def stated_years(text: str, doc: DocPeriods) -> set[int]:
 def answer_periods(s: dict, text: str, doc: DocPeriods) -> tuple[set, bool]:
     """(the periods / years the answer is stated for, whether the seed could be checked)."""
     if s["clue_text"].startswith("|"):
-        cells = [c for c in table_cells(text, doc, s["lang"]) if c.line_start == s["clue_start"]
-                 and c.amount.raw == s["answer"]]
+        cells = [c for c in table_cells(text, doc, s["lang"]) if c.line_start == s["clue_start"] and c.amount.raw == s["answer"]]
         periods = {c.period for c in cells if c.period}
         return periods, bool(periods)
     years = stated_years(s["clue_text"], doc)
@@ -123,8 +129,10 @@ def measure(home: Path, show: int) -> Counter:
         n["row_mismatch"] += bool(rm)
         if (pm or rm) and shown < show:
             shown += 1
-            print(f"  [{'period' if pm else ''}{' row' if rm else ''}] {s['doc_id']}\n    Q: {s['question']}\n"
-                  f"    A: {s['answer']}\n    C: {s['clue_text'][:300]}")
+            print(
+                f"  [{'period' if pm else ''}{' row' if rm else ''}] {s['doc_id']}\n    Q: {s['question']}\n"
+                f"    A: {s['answer']}\n    C: {s['clue_text'][:300]}"
+            )
     return n
 
 
@@ -140,10 +148,14 @@ def main() -> None:
             build(Path(tmp))
             n = measure(Path(tmp), args.show)
     print(f"generated seeds: {n['seeds']} ({n['seeds_table']} table rows, {n['seeds_sentence']} sentences)")
-    print(f"period mismatch: {n['period_mismatch']} of {n['period_checked']} checkable "
-          f"(table {n['period_mismatch_table']}, sentence {n['period_mismatch_sentence']})")
-    print(f"period unchecked (a table answer's column names no period / a sentence no year): "
-          f"table {n['period_unchecked_table']}, sentence {n['period_unchecked_sentence']}")
+    print(
+        f"period mismatch: {n['period_mismatch']} of {n['period_checked']} checkable "
+        f"(table {n['period_mismatch_table']}, sentence {n['period_mismatch_sentence']})"
+    )
+    print(
+        f"period unchecked (a table answer's column names no period / a sentence no year): "
+        f"table {n['period_unchecked_table']}, sentence {n['period_unchecked_sentence']}"
+    )
     print(f"row mismatch:    {n['row_mismatch']} of {n['row_checked']} table seeds")
     if args.home:
         stats = latest(Path(args.home), "seed_qa_stats").filter(pl.col("metric").str.contains("mismatch|xbrl"))

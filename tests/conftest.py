@@ -32,8 +32,9 @@ def cli_env() -> dict:
 
 
 def run_cli(*args: str, home: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([*FINHALLU, *args, "--home", str(home)], capture_output=True, text=True,
-                          env=cli_env(), timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [*FINHALLU, *args, "--home", str(home)], capture_output=True, text=True, env=cli_env(), timeout=timeout, cwd=ROOT
+    )
 
 
 def build_json(home: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict | None]:

@@ -66,9 +66,18 @@ class DartStub(LoopbackServer):
         total_page = math.ceil(len(rows) / page_count)
         if page_no > total_page:
             return status_body("013")
-        chunk = rows[(page_no - 1) * page_count: page_no * page_count]
-        return json_response({"status": "000", "message": "정상", "page_no": page_no, "page_count": page_count,
-                              "total_count": len(rows), "total_page": total_page, "list": chunk})
+        chunk = rows[(page_no - 1) * page_count : page_no * page_count]
+        return json_response(
+            {
+                "status": "000",
+                "message": "정상",
+                "page_no": page_no,
+                "page_count": page_count,
+                "total_count": len(rows),
+                "total_page": total_page,
+                "list": chunk,
+            }
+        )
 
     def _document(self, rec: Recorded) -> Response:
         problem = self._key_problem(rec)
@@ -77,5 +86,11 @@ class DartStub(LoopbackServer):
         body = self.documents.get(rec.query.get("rcept_no", ""))
         if body is None:
             return status_body("014")
-        return 200, {"Content-Type": "application/x-msdownload",
-                     "Content-Disposition": f'attachment; filename="{rec.query["rcept_no"]}.zip"'}, body
+        return (
+            200,
+            {
+                "Content-Type": "application/x-msdownload",
+                "Content-Disposition": f'attachment; filename="{rec.query["rcept_no"]}.zip"',
+            },
+            body,
+        )

@@ -37,8 +37,11 @@ class Recorded:
 
 
 def json_response(obj, status: int = 200, headers: dict | None = None) -> Response:
-    return status, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, \
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    return (
+        status,
+        {"Content-Type": "application/json; charset=utf-8", **(headers or {})},
+        json.dumps(obj, ensure_ascii=False).encode("utf-8"),
+    )
 
 
 class LoopbackServer:
@@ -58,15 +61,21 @@ class LoopbackServer:
 
             def _serve(self, with_body: bool):
                 parts = urlsplit(self.path)
-                rec = Recorded(self.command, parts.path, {k: v[-1] for k, v in parse_qs(parts.query).items()},
-                               dict(self.headers.items()))
+                rec = Recorded(
+                    self.command, parts.path, {k: v[-1] for k, v in parse_qs(parts.query).items()}, dict(self.headers.items())
+                )
                 with stub._lock:
                     stub.requests.append(rec)
                     fault = stub.faults[parts.path].popleft() if stub.faults.get(parts.path) else None
                 status, headers, body = (fault(rec) if callable(fault) else fault) if fault else stub.dispatch(rec)
                 headers = dict(headers)
-                if (stub.gzip_bodies and status == 200 and body and "gzip" in (rec.header("Accept-Encoding") or "")
-                        and "Content-Encoding" not in headers):
+                if (
+                    stub.gzip_bodies
+                    and status == 200
+                    and body
+                    and "gzip" in (rec.header("Accept-Encoding") or "")
+                    and "Content-Encoding" not in headers
+                ):
                     body = gzip.compress(body, compresslevel=1)
                     headers["Content-Encoding"] = "gzip"
                 headers.setdefault("Content-Length", str(len(body)))
@@ -163,11 +172,13 @@ class EdgarStub(LoopbackServer):
         self.route(f"{folder}/{name}", (200, {"Content-Type": content_type}, body))
 
         def index(rec: Recorded, folder=folder) -> Response:
-            items = [{"last-modified": "2022-02-07 06:49:47", "name": n, "type": "text.gif", "size": str(len(b))}
-                     for n, b in sorted(self.folders[folder].items())]
-            items.insert(0, {"last-modified": "2022-02-07 06:49:47", "name": f"{accession}-index.html",
-                             "type": "text.gif", "size": ""})
-            return json_response({"directory": {"item": items, "name": folder,
-                                                "parent-dir": folder.rsplit("/", 1)[0]}})
+            items = [
+                {"last-modified": "2022-02-07 06:49:47", "name": n, "type": "text.gif", "size": str(len(b))}
+                for n, b in sorted(self.folders[folder].items())
+            ]
+            items.insert(
+                0, {"last-modified": "2022-02-07 06:49:47", "name": f"{accession}-index.html", "type": "text.gif", "size": ""}
+            )
+            return json_response({"directory": {"item": items, "name": folder, "parent-dir": folder.rsplit("/", 1)[0]}})
 
         self.route(f"{folder}/index.json", index)

@@ -37,8 +37,20 @@ def test_many_raters_with_missing_ratings_match_irrcac_cac_raw4raters():
     """irrCAC's `cac.raw4raters` (Gwet 2014, 12 subjects, 4 raters, 5 categories, missing ratings):
     gwet.ac1.raw gives AC1 = 0.7754, with p_a = 0.8182 over the 11 subjects rated by two or more raters
     (published to 3 digits as pa 0.818, pe 0.190, AC1 0.775 in irrCAC's raw-data tests)."""
-    raw = [[1, 1, N, 1], [2, 2, 3, 2], [3, 3, 3, 3], [3, 3, 3, 3], [2, 2, 2, 2], [1, 2, 3, 4], [4, 4, 4, 4],
-           [1, 1, 2, 1], [2, 2, 2, 2], [N, 5, 5, 5], [N, N, 1, 1], [N, N, 3, N]]
+    raw = [
+        [1, 1, N, 1],
+        [2, 2, 3, 2],
+        [3, 3, 3, 3],
+        [3, 3, 3, 3],
+        [2, 2, 2, 2],
+        [1, 2, 3, 4],
+        [4, 4, 4, 4],
+        [1, 1, 2, 1],
+        [2, 2, 2, 2],
+        [N, 5, 5, 5],
+        [N, N, 1, 1],
+        [N, N, 3, N],
+    ]
     stats = gwet_ac1(raw)
     assert stats["pa"] == pytest.approx(0.818182, abs=1e-6)
     assert stats["ac1"] == pytest.approx(0.7754, abs=5e-5)
@@ -75,8 +87,14 @@ def test_report_human_human_and_human_llm(tmp_path):
     rows = []
     for i, (h1, h2, llm) in enumerate([("3", "3", "3"), ("2", "2", "3"), ("3", "3.0", "3"), ("1", "2", "1")]):
         rows += [(f"d{i}", "coherency", "ann_a", h1), (f"d{i}", "coherency", "ann_b", h2), (f"d{i}", "coherency", "gpt", llm)]
-    rows += [("d0", "correctness", "ann_a", "1"), ("d0", "correctness", "ann_b", "1"), ("d1", "correctness", "ann_a", "0"),
-             ("d1", "correctness", "ann_b", ""), ("d2", "correctness", "ann_a", "1"), ("d2", "correctness", "ann_b", "1")]
+    rows += [
+        ("d0", "correctness", "ann_a", "1"),
+        ("d0", "correctness", "ann_b", "1"),
+        ("d1", "correctness", "ann_a", "0"),
+        ("d1", "correctness", "ann_b", ""),
+        ("d2", "correctness", "ann_a", "1"),
+        ("d2", "correctness", "ann_b", "1"),
+    ]
     path = tmp_path / "r.csv"
     _write(path, rows)
     report = {r["criterion"]: r for r in agreement_report(read_ratings(path), llm_rater="gpt")}

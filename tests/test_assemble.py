@@ -33,59 +33,201 @@ def _ctx(stage: str, cfg) -> StageContext:
 
 
 def _inputs() -> dict[str, pl.DataFrame]:
-    passages = pl.DataFrame([
-        {"passage_id": "pA", "text": PA, "split": "train"}, {"passage_id": "pB", "text": PB, "split": "test"},
-        {"passage_id": "pE", "text": "Net income was $412 million in 2024. Total assets were $45.3 billion.", "split": "test"},
-    ] + [{"passage_id": f"pF{i}", "text": t, "split": "test"} for i, t in enumerate(FILLER)])
+    passages = pl.DataFrame(
+        [
+            {"passage_id": "pA", "text": PA, "split": "train"},
+            {"passage_id": "pB", "text": PB, "split": "test"},
+            {
+                "passage_id": "pE",
+                "text": "Net income was $412 million in 2024. Total assets were $45.3 billion.",
+                "split": "test",
+            },
+        ]
+        + [{"passage_id": f"pF{i}", "text": t, "split": "test"} for i, t in enumerate(FILLER)]
+    )
     ctx = lambda *ids, role="retrieved": [{"passage_id": p, "role": role} for p in ids]  # noqa: E731
     turn = lambda did, n, q, resp, answerable, context, gold=None, clue=None, answer=None: {  # noqa: E731
-        "turn_id": f"{did}#t{n}", "dialogue_id": did, "turn_index": n, "seed_id": "s", "kind": "question",
-        "reconfirms_turn": None, "standalone_query": q, "query": q, "response": resp, "answerable": answerable,
-        "gold_passage_id": gold, "clue_text": clue, "answer": answer, "context": context, "origin": "seed"}
-    turns = pl.DataFrame([
-        turn("d1", 1, "외화예금도 보호되나요?", "네, 외화예금도 보호 대상에 포함됩니다.", True, ctx("pA", role="gold"), "pA"),
-        turn("d1", 2, "그럼 한도는 1인당 얼마인가요?", "예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 예금을 보호합니다.", True,
-             [{"passage_id": "pB", "role": "retrieved"}, {"passage_id": "pA", "role": "gold"}], "pA", PA.split(". ")[0], "1억 원"),
-        turn("d2", 1, "예금 이자율 상한은 몇 %인가요?", REFUSAL, False, ctx("pF0", "pF1", "pF2", role="hard_negative"), None,
-             None, "3%"),
-        turn("d2", 2, "체크카드 수수료율은요?", "영세가맹점의 체크카드 수수료율은 0.15%입니다.", True, ctx("pB", role="gold"), "pB"),
-        turn("d3", 1, "What was net income in 2024?", "Net income was $412 million in 2024.", True, ctx("pE", role="gold"), "pE"),
-    ])
-    dialogues = pl.DataFrame([
-        {"dialogue_id": "d1", "doc_id": "A", "source": "aihub", "institution": "예금보험공사", "lang": "ko", "split": "train", "n_turns": 2},
-        {"dialogue_id": "d2", "doc_id": "B", "source": "aihub", "institution": "금융감독원", "lang": "ko", "split": "test", "n_turns": 2},
-        {"dialogue_id": "d3", "doc_id": "E", "source": "sec10k", "institution": "Hanriver", "lang": "en", "split": "test", "n_turns": 1},
-    ]).with_columns(seed_ids=pl.lit(["s"]), has_reconfirm=pl.lit(False))
+        "turn_id": f"{did}#t{n}",
+        "dialogue_id": did,
+        "turn_index": n,
+        "seed_id": "s",
+        "kind": "question",
+        "reconfirms_turn": None,
+        "standalone_query": q,
+        "query": q,
+        "response": resp,
+        "answerable": answerable,
+        "gold_passage_id": gold,
+        "clue_text": clue,
+        "answer": answer,
+        "context": context,
+        "origin": "seed",
+    }
+    turns = pl.DataFrame(
+        [
+            turn("d1", 1, "외화예금도 보호되나요?", "네, 외화예금도 보호 대상에 포함됩니다.", True, ctx("pA", role="gold"), "pA"),
+            turn(
+                "d1",
+                2,
+                "그럼 한도는 1인당 얼마인가요?",
+                "예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 예금을 보호합니다.",
+                True,
+                [{"passage_id": "pB", "role": "retrieved"}, {"passage_id": "pA", "role": "gold"}],
+                "pA",
+                PA.split(". ")[0],
+                "1억 원",
+            ),
+            turn(
+                "d2",
+                1,
+                "예금 이자율 상한은 몇 %인가요?",
+                REFUSAL,
+                False,
+                ctx("pF0", "pF1", "pF2", role="hard_negative"),
+                None,
+                None,
+                "3%",
+            ),
+            turn(
+                "d2",
+                2,
+                "체크카드 수수료율은요?",
+                "영세가맹점의 체크카드 수수료율은 0.15%입니다.",
+                True,
+                ctx("pB", role="gold"),
+                "pB",
+            ),
+            turn(
+                "d3",
+                1,
+                "What was net income in 2024?",
+                "Net income was $412 million in 2024.",
+                True,
+                ctx("pE", role="gold"),
+                "pE",
+            ),
+        ]
+    )
+    dialogues = pl.DataFrame(
+        [
+            {
+                "dialogue_id": "d1",
+                "doc_id": "A",
+                "source": "aihub",
+                "institution": "예금보험공사",
+                "lang": "ko",
+                "split": "train",
+                "n_turns": 2,
+            },
+            {
+                "dialogue_id": "d2",
+                "doc_id": "B",
+                "source": "aihub",
+                "institution": "금융감독원",
+                "lang": "ko",
+                "split": "test",
+                "n_turns": 2,
+            },
+            {
+                "dialogue_id": "d3",
+                "doc_id": "E",
+                "source": "sec10k",
+                "institution": "Hanriver",
+                "lang": "en",
+                "split": "test",
+                "n_turns": 1,
+            },
+        ]
+    ).with_columns(seed_ids=pl.lit(["s"]), has_reconfirm=pl.lit(False))
     inj = lambda iid, did, n, htype, sub, new, injector="rules_a", context=None, cp=None, cpl="faithful_answer": {  # noqa: E731
-        "injection_id": iid, "dialogue_id": did, "turn_id": f"{did}#t{n}", "turn_index": n,
-        "split": dialogues.filter(pl.col("dialogue_id") == did)["split"][0], "injector": injector, "hallu_type": htype,
-        "hallu_subtype": sub, "original_response": turns.filter(pl.col("turn_id") == f"{did}#t{n}")["response"][0],
-        "injected_response": new, "edit": "", "strategy": "rules",
+        "injection_id": iid,
+        "dialogue_id": did,
+        "turn_id": f"{did}#t{n}",
+        "turn_index": n,
+        "split": dialogues.filter(pl.col("dialogue_id") == did)["split"][0],
+        "injector": injector,
+        "hallu_type": htype,
+        "hallu_subtype": sub,
+        "original_response": turns.filter(pl.col("turn_id") == f"{did}#t{n}")["response"][0],
+        "injected_response": new,
+        "edit": "",
+        "strategy": "rules",
         "injected_context": context or turns.filter(pl.col("turn_id") == f"{did}#t{n}")["context"][0],
-        "counterpart_response": cp or turns.filter(pl.col("turn_id") == f"{did}#t{n}")["response"][0], "counterpart_label": cpl}
+        "counterpart_response": cp or turns.filter(pl.col("turn_id") == f"{did}#t{n}")["response"][0],
+        "counterpart_label": cpl,
+    }
     rows = [
-        inj("i1", "d1", 2, "contradictory", "number_error", "예금보험공사는 금융회사가 파산하면 1인당 3억 원까지 예금을 보호합니다."),
+        inj(
+            "i1",
+            "d1",
+            2,
+            "contradictory",
+            "number_error",
+            "예금보험공사는 금융회사가 파산하면 1인당 3억 원까지 예금을 보호합니다.",
+        ),
         inj("i2", "d2", 1, "false_acceptance", None, "예금 이자율 상한은 3%입니다.", "rules_b", cpl="true_refusal"),
-        inj("i3", "d3", 1, "false_refusal", None, "The provided documents do not contain information about net income, so I "
-            "cannot answer that.", "rules_a"),
-        inj("i4", "d2", 2, "unverifiable", "subjective_opinion", "영세가맹점의 체크카드 수수료율은 0.15%입니다. 솔직히 추천할 만합니다."),
+        inj(
+            "i3",
+            "d3",
+            1,
+            "false_refusal",
+            None,
+            "The provided documents do not contain information about net income, so I cannot answer that.",
+            "rules_a",
+        ),
+        inj(
+            "i4",
+            "d2",
+            2,
+            "unverifiable",
+            "subjective_opinion",
+            "영세가맹점의 체크카드 수수료율은 0.15%입니다. 솔직히 추천할 만합니다.",
+        ),
     ]
-    injections = pl.DataFrame([{**r, "edit_chars": edit_distance(r["original_response"], r["injected_response"])[0],
-                                "edit_words": edit_distance(r["original_response"], r["injected_response"])[1]} for r in rows])
+    injections = pl.DataFrame(
+        [
+            {
+                **r,
+                "edit_chars": edit_distance(r["original_response"], r["injected_response"])[0],
+                "edit_words": edit_distance(r["original_response"], r["injected_response"])[1],
+            }
+            for r in rows
+        ]
+    )
     return {
-        "dialogues": dialogues, "turns": turns, "injections": injections, "passages": passages,
-        "injection_qc": pl.DataFrame({"injection_id": ["i1", "i2", "i3", "i4"], "passed": [True, True, True, False],
-                                      "reasons": [[], [], [], ["naturalness 1 < 2"]], "verified": [True, True, True, False],
-                                      "verify_reasons": [[], [], [], ["hallucinated: number_error: no figure replaced"]]}),
-        "dialogue_qc": pl.DataFrame({"dialogue_id": ["d1", "d2", "d3", "d4"], "passed": [True, True, True, False],
-                                     "reasons": [[], [], [], ["coherency 1 < 2: turn 3 jumps"]],
-                                     **{c: [1.0, 1.0, 1.0, 1.0] for c in dialogue_qc.CRITERIA}}),
+        "dialogues": dialogues,
+        "turns": turns,
+        "injections": injections,
+        "passages": passages,
+        "injection_qc": pl.DataFrame(
+            {
+                "injection_id": ["i1", "i2", "i3", "i4"],
+                "passed": [True, True, True, False],
+                "reasons": [[], [], [], ["naturalness 1 < 2"]],
+                "verified": [True, True, True, False],
+                "verify_reasons": [[], [], [], ["hallucinated: number_error: no figure replaced"]],
+            }
+        ),
+        "dialogue_qc": pl.DataFrame(
+            {
+                "dialogue_id": ["d1", "d2", "d3", "d4"],
+                "passed": [True, True, True, False],
+                "reasons": [[], [], [], ["coherency 1 < 2: turn 3 jumps"]],
+                **{c: [1.0, 1.0, 1.0, 1.0] for c in dialogue_qc.CRITERIA},
+            }
+        ),
         "retrievals": pl.DataFrame({"seed_id": ["s"], "rank": [1], "is_gold": [True]}),
-        "hard_negatives": pl.DataFrame({"clue_absent": [True], "answer_absent": [True], "unanswerable": [True],
-                                        "is_hard_negative": [True]}),
+        "hard_negatives": pl.DataFrame(
+            {"clue_absent": [True], "answer_absent": [True], "unanswerable": [True], "is_hard_negative": [True]}
+        ),
         "qa_seeds": pl.DataFrame({"answerable": [True]}),
-        "documents": pl.DataFrame({"doc_id": ["A", "B", "E", "V"], "source": ["aihub", "aihub", "sec10k", "dart"],
-                                   "split": ["train", "test", "test", "valid"]}),
+        "documents": pl.DataFrame(
+            {
+                "doc_id": ["A", "B", "E", "V"],
+                "source": ["aihub", "aihub", "sec10k", "dart"],
+                "split": ["train", "test", "test", "valid"],
+            }
+        ),
     }
 
 
@@ -104,8 +246,10 @@ def test_each_kept_injection_becomes_a_faithful_hallucinated_pair(assembled):
         assert pair["query"].n_unique() == 1 and pair["history"].n_unique() == 1 and pair["passages"].n_unique() == 1
     i1 = s.filter(pl.col("pair_id") == "i1").sort("label_binary")
     assert i1["label_4class"].to_list() == ["faithful_answer", "hallucination"]
-    assert i1["history"][0].to_list() == [{"role": "user", "content": "외화예금도 보호되나요?"},
-                                          {"role": "assistant", "content": "네, 외화예금도 보호 대상에 포함됩니다."}]
+    assert i1["history"][0].to_list() == [
+        {"role": "user", "content": "외화예금도 보호되나요?"},
+        {"role": "assistant", "content": "네, 외화예금도 보호 대상에 포함됩니다."},
+    ]
 
 
 def test_false_acceptance_pairs_with_a_true_refusal_and_false_refusal_keeps_the_passages(assembled):
@@ -123,8 +267,11 @@ def test_false_acceptance_pairs_with_a_true_refusal_and_false_refusal_keeps_the_
 def test_dataset_stats_mirror_table_2(assembled):
     _, out = assembled
     st = CONTRACTS["dataset_stats"].conform(out["dataset_stats"])
-    get = lambda split, metric, slice_="all": st.filter((pl.col("split") == split) & (pl.col("metric") == metric)  # noqa: E731
-                                                        & (pl.col("slice") == slice_))["value"].item()
+    get = lambda split, metric, slice_="all": st.filter(
+        (pl.col("split") == split)
+        & (pl.col("metric") == metric)  # noqa: E731
+        & (pl.col("slice") == slice_)
+    )["value"].item()
     assert get("test", "dialogues") == 2 and get("train", "dialogues") == 1
     assert get("test", "unique_passages") == 4  # pF0-2 (d2) and pE (d3)
     assert (get("test", "turns_min"), get("test", "turns_max"), get("test", "turns_mean")) == (1, 1, 1)
@@ -143,8 +290,10 @@ def test_dataset_stats_mirror_table_2(assembled):
     assert get("test", "coverage_samples", "sec10k") == 2 and get("valid", "coverage_documents", "dart") == 1
     from finhallu.coverage import warnings_from_stats
 
-    assert warnings_from_stats(st.to_dicts()) == ["split valid has no samples (its documents gave none)",
-                                                  "source dart has documents but no samples"]
+    assert warnings_from_stats(st.to_dicts()) == [
+        "split valid has no samples (its documents gave none)",
+        "source dart has documents but no samples",
+    ]
 
 
 # ---- export ----------------------------------------------------------------------------------
@@ -173,11 +322,23 @@ def test_export_is_a_hugging_face_layout_and_rerun_byte_identical(assembled, tmp
         assert len(files) == 1 and lab["split"] == f["split"]
         back = pl.read_parquet(files[0])
         # Detector inputs only: no label, no `answerable`, no pair or dialogue, no passage role.
-        assert set(back.columns) == {"sample_id", "split", "source", "institution", "lang", "turn_index", "history", "query",
-                                     "passages", "response"}
+        assert set(back.columns) == {
+            "sample_id",
+            "split",
+            "source",
+            "institution",
+            "lang",
+            "turn_index",
+            "history",
+            "query",
+            "passages",
+            "response",
+        }
         assert all(set(p) == {"passage_id", "text"} for ps in back["passages"].to_list() for p in ps)
         labels = pl.read_parquet(next(root.glob(lab["path"])))
-        assert "passage_id" not in labels.columns and {"label_binary", "answerable", "passage_roles", "pair_id"} <= set(labels.columns)
+        assert "passage_id" not in labels.columns and {"label_binary", "answerable", "passage_roles", "pair_id"} <= set(
+            labels.columns
+        )
         whole = samples.filter(pl.col("split") == f["split"]).sort("sample_id")
         joined = back.join(labels, on="sample_id")
         assert joined["sample_id"].to_list() == whole["sample_id"].to_list()
@@ -195,15 +356,22 @@ def test_export_is_a_hugging_face_layout_and_rerun_byte_identical(assembled, tmp
 def test_sft_records_carry_rationales_in_the_samples_language(assembled, tmp_path):
     _, out = assembled
     root = _export(tmp_path / "h", CONTRACTS["samples"].conform(out["samples"]))
-    recs = {json.loads(x)["sample_id"]: json.loads(x) for split in ("train", "test")
-            for x in (root / "sft" / f"{split}.jsonl").read_text().splitlines()}
+    recs = {
+        json.loads(x)["sample_id"]: json.loads(x)
+        for split in ("train", "test")
+        for x in (root / "sft" / f"{split}.jsonl").read_text().splitlines()
+    }
     samples = out["samples"]
     number = samples.filter((pl.col("pair_id") == "i1") & (pl.col("label_binary") == "hallucinated")).row(0, named=True)
     answer = recs[number["sample_id"]]["messages"][-1]["content"]
     assert "1) 답변 가능성" in answer and "'3억'" in answer and "'1억'" in answer and "수치 오류" in answer
     labels = json.loads(answer.splitlines()[-1])
-    assert labels == {"label_binary": "hallucinated", "label_4class": "hallucination", "hallu_type": "contradictory",
-                      "hallu_subtype": "number_error"}
+    assert labels == {
+        "label_binary": "hallucinated",
+        "label_4class": "hallucination",
+        "hallu_type": "contradictory",
+        "hallu_subtype": "number_error",
+    }
     fr = samples.filter((pl.col("pair_id") == "i3") & (pl.col("label_binary") == "hallucinated")).row(0, named=True)
     text = recs[fr["sample_id"]]["messages"][-1]["content"]
     assert text.startswith("1) Answerability: passage [1]") and "refuses although passage [1]" in text and "False Refusal" in text
@@ -215,13 +383,21 @@ def test_sft_records_carry_rationales_in_the_samples_language(assembled, tmp_pat
 @pytest.fixture(scope="module")
 def injected():
     frames = _frames()
-    test_split = lambda df: df.with_columns(split=pl.when(pl.col("doc_id").is_in(["A", "F"])).then(pl.lit("test"))  # noqa: E731
-                                            .otherwise(pl.col("split")))
+    test_split = lambda df: df.with_columns(
+        split=pl.when(pl.col("doc_id").is_in(["A", "F"]))
+        .then(pl.lit("test"))  # noqa: E731
+        .otherwise(pl.col("split"))
+    )
     frames["documents"] = test_split(frames["documents"])
     frames["qa_seeds"] = test_split(frames["qa_seeds"])
-    frames["passages"] = test_split(frames["passages"].with_columns(split=pl.lit("train"), lang=pl.lit("ko"), source=pl.lit("aihub")))
-    negs = [{"seed_id": s, "passage_id": p, "candidate_rank": i + 1, "is_hard_negative": True}
-            for s in ("s1", "s2", "s3") for i, p in enumerate(["pF0", "pF1", "pF2"])]
+    frames["passages"] = test_split(
+        frames["passages"].with_columns(split=pl.lit("train"), lang=pl.lit("ko"), source=pl.lit("aihub"))
+    )
+    negs = [
+        {"seed_id": s, "passage_id": p, "candidate_rank": i + 1, "is_hard_negative": True}
+        for s in ("s1", "s2", "s3")
+        for i, p in enumerate(["pF0", "pF1", "pF2"])
+    ]
     frames["hard_negatives"] = pl.concat([frames["hard_negatives"], pl.DataFrame(negs)])
     out = _run(frames, dialogues_per_document=6)
     inputs = {**frames, **out}

@@ -30,16 +30,30 @@ DART = """<?xml version="1.0" encoding="utf-8"?>
 
 
 def _qa(qid, **over):
-    qa = {"question_id": qid, "qa_type": 1, "question": "예금자보호 한도는 얼마인가요?", "is_impossible": False,
-          "answer": {"text": "1억 원", "answer_start": 10, "clue_text": "예금자보호 한도는 1억 원입니다.", "clue_start": 0,
-                     "options": None}}
+    qa = {
+        "question_id": qid,
+        "qa_type": 1,
+        "question": "예금자보호 한도는 얼마인가요?",
+        "is_impossible": False,
+        "answer": {
+            "text": "1억 원",
+            "answer_start": 10,
+            "clue_text": "예금자보호 한도는 1억 원입니다.",
+            "clue_start": 0,
+            "options": None,
+        },
+    }
     qa.update(over)
     return qa
 
 
 def _doc(doc_id, qas, **over):
-    doc = {"doc_id": doc_id, "doc_source": "테스트기관", "doc_title": f"{doc_id} 문서",
-           "paragraphs": [{"context": "예금자보호 한도는 1억 원입니다.", "qas": qas}]}
+    doc = {
+        "doc_id": doc_id,
+        "doc_source": "테스트기관",
+        "doc_title": f"{doc_id} 문서",
+        "paragraphs": [{"context": "예금자보호 한도는 1억 원입니다.", "qas": qas}],
+    }
     doc.update(over)
     return doc
 
@@ -49,20 +63,48 @@ def _write_corpus(root):
     for d in (aihub, tenk, dart):
         d.mkdir()
     # One file, good documents around bad records.
-    (aihub / "mixed.json").write_text(json.dumps({"data": [
-        _doc("GOOD-1", [_qa("q1"), _qa("q-str-false", is_impossible="false"), _qa("q-maybe", is_impossible="maybe"),
-                        _qa("q-ans-str", answer="1억 원"), _qa("q-offset-junk", answer={
-                            "text": "1억 원", "answer_start": "abc", "clue_text": "예금자보호 한도는 1억 원입니다.",
-                            "clue_start": -4, "options": None})]),
-        _doc("BROKEN-PARAS", [], paragraphs=5),
-        "not a document",
-        _doc("GOOD-2", [_qa("q1", qa_type="1")]),
-    ]}, ensure_ascii=False), encoding="utf-8")
+    (aihub / "mixed.json").write_text(
+        json.dumps(
+            {
+                "data": [
+                    _doc(
+                        "GOOD-1",
+                        [
+                            _qa("q1"),
+                            _qa("q-str-false", is_impossible="false"),
+                            _qa("q-maybe", is_impossible="maybe"),
+                            _qa("q-ans-str", answer="1억 원"),
+                            _qa(
+                                "q-offset-junk",
+                                answer={
+                                    "text": "1억 원",
+                                    "answer_start": "abc",
+                                    "clue_text": "예금자보호 한도는 1억 원입니다.",
+                                    "clue_start": -4,
+                                    "options": None,
+                                },
+                            ),
+                        ],
+                    ),
+                    _doc("BROKEN-PARAS", [], paragraphs=5),
+                    "not a document",
+                    _doc("GOOD-2", [_qa("q1", qa_type="1")]),
+                ]
+            },
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
     # UTF-16 (with BOM) and hostile table spans.
-    hostile = ('예금자보호 한도는 1억 원입니다.<table><tr><td rowspan="20000000">a</td><td colspan="999999999">b</td>'
-               '<td rowspan="abc" colspan="2px">c</td></tr><tr><td>d</td></tr></table>')
-    (aihub / "utf16.json").write_bytes(json.dumps({"data": [_doc("UTF16-1", [_qa("q1")], paragraphs=[
-        {"context": hostile, "qas": [_qa("q1")]}])]}, ensure_ascii=False).encode("utf-16"))
+    hostile = (
+        '예금자보호 한도는 1억 원입니다.<table><tr><td rowspan="20000000">a</td><td colspan="999999999">b</td>'
+        '<td rowspan="abc" colspan="2px">c</td></tr><tr><td>d</td></tr></table>'
+    )
+    (aihub / "utf16.json").write_bytes(
+        json.dumps(
+            {"data": [_doc("UTF16-1", [_qa("q1")], paragraphs=[{"context": hostile, "qas": [_qa("q1")]}])]}, ensure_ascii=False
+        ).encode("utf-16")
+    )
     os.mkfifo(aihub / "pipe.json")
     (tenk / "hostile-10k-utf16.html").write_bytes(TEN_K.encode("utf-16"))
     (tenk / "truncated-10k.html").write_text(TEN_K[: TEN_K.index("</body>")].replace("HOSTILE", "CUTOFF"), encoding="utf-8")
@@ -74,12 +116,22 @@ def _write_corpus(root):
 @pytest.fixture
 def ingested(tmp_path):
     aihub, tenk, dart = _write_corpus(tmp_path)
-    cfg = load_config("demo", {"ingest": {"sources": [
-        {"kind": "aihub", "paths": [str(aihub)]}, {"kind": "sec10k", "paths": [str(tenk)]},
-        {"kind": "dart", "paths": [str(dart)]}]}})
+    cfg = load_config(
+        "demo",
+        {
+            "ingest": {
+                "sources": [
+                    {"kind": "aihub", "paths": [str(aihub)]},
+                    {"kind": "sec10k", "paths": [str(tenk)]},
+                    {"kind": "dart", "paths": [str(dart)]},
+                ]
+            }
+        },
+    )
     out = ingest.run({}, StageContext(stage="ingest", config=cfg.ingest, seed=1))
-    return out, {(r["path"].rsplit("/", 1)[-1], r["record_id"] or "", r["field"] or ""): r["error"]
-                 for r in out["quarantine"].to_dicts()}
+    return out, {
+        (r["path"].rsplit("/", 1)[-1], r["record_id"] or "", r["field"] or ""): r["error"] for r in out["quarantine"].to_dicts()
+    }
 
 
 def test_good_records_of_a_file_survive_its_bad_ones(ingested):

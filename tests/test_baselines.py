@@ -4,8 +4,15 @@ from finhallu.detectors import DetectorContext, get_detector
 
 
 def _sample(i, split, hallucinated, response, passage="예금자보호 한도는 1억 원입니다."):
-    return {"sample_id": f"s{i}", "split": split, "label_binary": "hallucinated" if hallucinated else "faithful",
-            "response": response, "passages": [{"text": passage}], "history": [], "query": "한도는?"}
+    return {
+        "sample_id": f"s{i}",
+        "split": split,
+        "label_binary": "hallucinated" if hallucinated else "faithful",
+        "response": response,
+        "passages": [{"text": passage}],
+        "history": [],
+        "query": "한도는?",
+    }
 
 
 def _samples():

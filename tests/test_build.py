@@ -38,7 +38,9 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
     labels = dict(con.execute("SELECT label_4class, count(*) FROM samples GROUP BY 1").fetchall())
     assert set(labels) == {"faithful_answer", "hallucination", "false_refusal", "true_refusal"}
     assert {t for (t,) in con.execute("SELECT DISTINCT hallu_type FROM samples WHERE hallu_type IS NOT NULL").fetchall()} == TYPES
-    subtypes = {s for (s,) in con.execute("SELECT DISTINCT hallu_subtype FROM samples WHERE hallu_subtype IS NOT NULL").fetchall()}
+    subtypes = {
+        s for (s,) in con.execute("SELECT DISTINCT hallu_subtype FROM samples WHERE hallu_subtype IS NOT NULL").fetchall()
+    }
     assert len(subtypes) >= 7, subtypes
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] >= 150
     stats = dict(con.execute("SELECT metric, value FROM dataset_stats WHERE split = 'all' AND slice = 'all'").fetchall())
@@ -54,9 +56,11 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
     assert set(depth) == TYPES and min(depth.values()) >= 0.5, depth
     assert {s for (s,) in con.execute("SELECT DISTINCT source FROM documents").fetchall()} == {"aihub", "sec10k", "dart"}
     # Filings ship no QA: their generated seeds (triplet-grounded for 10-K, multi-LLM for DART) reach the samples.
-    seeded = set(con.execute("""SELECT DISTINCT q.source, q.method FROM samples s
+    seeded = set(
+        con.execute("""SELECT DISTINCT q.source, q.method FROM samples s
         JOIN turns t ON t.dialogue_id = s.dialogue_id AND t.turn_index = s.turn_index
-        JOIN qa_seeds q ON q.seed_id = t.seed_id""").fetchall())
+        JOIN qa_seeds q ON q.seed_id = t.seed_id""").fetchall()
+    )
     assert {("sec10k", "triplet_qa"), ("dart", "multi_llm_qa")} <= seeded, seeded
     # Pairing: one faithful and one hallucinated sample per pair, same turn.
     bad_pairs = con.execute("""SELECT pair_id FROM samples GROUP BY pair_id
@@ -64,8 +68,16 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
             OR count(DISTINCT query) != 1""").fetchall()
     assert bad_pairs == []
     # Splits disjoint by institution and by document; test split = the two consumer-protection bodies.
-    assert con.execute("SELECT count(*) FROM (SELECT institution FROM samples GROUP BY 1 HAVING count(DISTINCT split) > 1)").fetchone()[0] == 0
-    assert {i for (i,) in con.execute("SELECT DISTINCT institution FROM samples WHERE split='test'").fetchall()} == {"금융감독원", "한국소비자원"}
+    assert (
+        con.execute(
+            "SELECT count(*) FROM (SELECT institution FROM samples GROUP BY 1 HAVING count(DISTINCT split) > 1)"
+        ).fetchone()[0]
+        == 0
+    )
+    assert {i for (i,) in con.execute("SELECT DISTINCT institution FROM samples WHERE split='test'").fetchall()} == {
+        "금융감독원",
+        "한국소비자원",
+    }
     leak = con.execute("""SELECT count(*) FROM (SELECT s.split, p.split AS psplit FROM
         (SELECT split, unnest(passages).passage_id AS pid FROM samples) s JOIN passages p ON p.passage_id = s.pid
         WHERE s.split != p.split)""").fetchone()[0]
@@ -75,7 +87,8 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
     # Gates recorded, nothing failed.
     assert con.execute("SELECT count(*) FROM dq_results WHERE outcome != 'passed'").fetchone()[0] == 0
     assert con.execute("SELECT count(DISTINCT table_name) FROM dq_results").fetchone()[0] == len(
-        {t for stage in STAGES for t in stage.outputs})  # every published table was gated
+        {t for stage in STAGES for t in stage.outputs}
+    )  # every published table was gated
     assert (home / "reports").glob("*/index.html")
     assert Path(summary["report"]).read_text().count("<table") >= 4
     con.close()
@@ -88,18 +101,33 @@ def test_every_type_and_subtype_on_both_splits_paired_with_stats_and_exports(dem
     con = _con(home)
     leaves = {(t, s) for t, subs in subtypes_by_type().items() for s in (subs or (None,))}
     for split in ("train", "test"):
-        got = set(con.execute("SELECT DISTINCT hallu_type, hallu_subtype FROM samples WHERE split = ? "
-                              "AND label_binary = 'hallucinated'", [split]).fetchall())
+        got = set(
+            con.execute(
+                "SELECT DISTINCT hallu_type, hallu_subtype FROM samples WHERE split = ? AND label_binary = 'hallucinated'",
+                [split],
+            ).fetchall()
+        )
         assert got == leaves, (split, leaves - got)
     # the test split by two sources, each base dialogue injected once
-    assert {i for (i,) in con.execute("SELECT DISTINCT injector FROM samples WHERE split = 'test'").fetchall()} == {"rules_a", "rules_b"}
+    assert {i for (i,) in con.execute("SELECT DISTINCT injector FROM samples WHERE split = 'test'").fetchall()} == {
+        "rules_a",
+        "rules_b",
+    }
     assert {i for (i,) in con.execute("SELECT DISTINCT injector FROM samples WHERE split = 'train'").fetchall()} == {"rules_a"}
     assert con.execute("SELECT max(n) FROM (SELECT count(*) n FROM injections GROUP BY dialogue_id)").fetchone()[0] == 1
     # Table 2 per split, and small edits for the minimal-edit subtypes
     stats = {(sp, m, sl): v for sp, m, sl, v in con.execute("SELECT split, metric, slice, value FROM dataset_stats").fetchall()}
     for split in ("train", "test"):
-        for metric in ("dialogues", "unique_passages", "turns_min", "turns_max", "turns_mean", "mean_query_words",
-                       "mean_response_words", "pct_unanswerable"):
+        for metric in (
+            "dialogues",
+            "unique_passages",
+            "turns_min",
+            "turns_max",
+            "turns_mean",
+            "mean_query_words",
+            "mean_response_words",
+            "pct_unanswerable",
+        ):
             assert (split, metric, "all") in stats, (split, metric)
         assert stats[(split, "mean_response_morphemes", "ko")] > stats[(split, "mean_response_words", "all")]
         assert 0 < stats[(split, "pct_unanswerable", "all")] < 50
@@ -160,8 +188,12 @@ def test_readme_queries_run_in_the_duckdb_shell_readonly(demo_build):
     shell = Path(sys.executable).parent / "duckdb"
     assert shell.exists(), "the duckdb shell (duckdb-cli) should be installed with finhallu"
     for q in queries:
-        out = subprocess.run([str(shell), "-readonly", "-json", str(home / "warehouse.duckdb"), "-c", q],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [str(shell), "-readonly", "-json", str(home / "warehouse.duckdb"), "-c", q],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0 and "Error" not in out.stderr, (q, out.stderr)
         if q is queries[0]:
             rows = json.loads(out.stdout)
@@ -191,8 +223,13 @@ def test_late_knob_reruns_only_descendants(demo_build):
     assert summary["ran"] == ["detect", "metrics", "report"]
     after = _current_hashes(home)
     assert after["detections"] != before["detections"]
-    assert {k for k in before if before[k] != after[k]} <= {"detections", "metrics", "confusion", "detector_tests",
-                                                            "report_index"}
+    assert {k for k in before if before[k] != after[k]} <= {
+        "detections",
+        "metrics",
+        "confusion",
+        "detector_tests",
+        "report_index",
+    }
     # Back to the original knob: all cached, the earlier versions become current again.
     proc, summary = build_json(home)
     assert summary["ran"] == [] and _current_hashes(home) == before
@@ -203,8 +240,7 @@ def test_failing_gate_stops_descendants_and_keeps_current(demo_build):
     before = TableStore(home).current()
     # No dialogue asked for (QC thresholds are range-checked now, so "impossible" ones are refused
     # up front): the dialogues gate finds an empty table and nothing after it runs.
-    proc, summary = build_json(home, "--set", "dialogues.dialogues_per_document=0", "--set",
-                               "dialogues.dialogues_per_filing=0")
+    proc, summary = build_json(home, "--set", "dialogues.dialogues_per_document=0", "--set", "dialogues.dialogues_per_filing=0")
     assert proc.returncode == 2
     assert summary["status"] == "failed" and summary["failed_stage"] == "dialogues"
     err = proc.stderr
@@ -218,9 +254,15 @@ def test_failing_gate_stops_descendants_and_keeps_current(demo_build):
 
 
 def _start_build(home: Path) -> subprocess.Popen:
-    return subprocess.Popen([*FINHALLU, "build", "--profile", "demo", "--json", "--home", str(home)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=ROOT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [*FINHALLU, "build", "--profile", "demo", "--json", "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+        start_new_session=True,
+    )
 
 
 def _wait_for(path_glob: tuple[Path, str], timeout: float = 300) -> None:
@@ -272,8 +314,14 @@ def test_second_build_on_same_home_refuses(tmp_path):
 def test_stage_command_runs_up_to_a_stage_without_moving_current(demo_build):
     home, _ = demo_build
     before = TableStore(home).current()
-    proc = subprocess.run([*FINHALLU, "stage", "retrieve", "--json", "--home", str(home)], capture_output=True,
-                          text=True, env=cli_env(), cwd=ROOT, timeout=300)
+    proc = subprocess.run(
+        [*FINHALLU, "stage", "retrieve", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["cached"] == ["ingest", "chunk", "embed", "seed_qa", "retrieve"] and summary["ran"] == []
@@ -291,12 +339,14 @@ def _audit(home: Path, swap: bool = False):
     samples = con.sql("SELECT * FROM samples").pl()
     if swap:
         other = samples.select("pair_id", "label_binary", pl.col("response").alias("other"))
-        other = other.with_columns(label_binary=pl.when(pl.col("label_binary") == "faithful")
-                                   .then(pl.lit("hallucinated")).otherwise(pl.lit("faithful")))
+        other = other.with_columns(
+            label_binary=pl.when(pl.col("label_binary") == "faithful").then(pl.lit("hallucinated")).otherwise(pl.lit("faithful"))
+        )
         samples = samples.join(other, on=["pair_id", "label_binary"]).with_columns(response=pl.col("other")).drop("other")
     audit = audit_samples(samples, con.sql("SELECT * FROM injections").pl(), con.sql("SELECT * FROM turns").pl())
-    dropped = con.execute("SELECT count(*) FILTER (WHERE NOT passed), count(*) FILTER (WHERE NOT verified) "
-                          "FROM injection_qc").fetchone()
+    dropped = con.execute(
+        "SELECT count(*) FILTER (WHERE NOT passed), count(*) FILTER (WHERE NOT verified) FROM injection_qc"
+    ).fetchone()
     stats = con.execute("SELECT coalesce(sum(value), 0) FROM dataset_stats WHERE metric = 'label_dropped_by'").fetchone()[0]
     con.close()
     return audit, dropped, stats
@@ -332,14 +382,22 @@ def test_shared_fixtures_build_passes_the_label_verifier(real_data, tmp_path):
     assert summary["warnings"] == [] and not [ln for ln in proc.stdout.splitlines() if ln.startswith("warning")]
     con = _con(home)
     try:
-        by = dict(((sp, src), n) for sp, src, n in con.execute("SELECT split, source, count(*) FROM samples GROUP BY ALL").fetchall())
-        roles = con.execute("SELECT source, count(*) FILTER (WHERE section_role IS NULL), "
-                            "count(*) FILTER (WHERE section_role = 'financial_statements') FROM passages "
-                            "WHERE source <> 'aihub' GROUP BY 1 ORDER BY 1").fetchall()
+        by = dict(
+            ((sp, src), n) for sp, src, n in con.execute("SELECT split, source, count(*) FROM samples GROUP BY ALL").fetchall()
+        )
+        roles = con.execute(
+            "SELECT source, count(*) FILTER (WHERE section_role IS NULL), "
+            "count(*) FILTER (WHERE section_role = 'financial_statements') FROM passages "
+            "WHERE source <> 'aihub' GROUP BY 1 ORDER BY 1"
+        ).fetchall()
         filing_texts = [t for (t,) in con.execute("SELECT text FROM passages WHERE source <> 'aihub'").fetchall()]
-        statements = {d for (d,) in con.execute(
-            "SELECT DISTINCT d.institution FROM passages p JOIN documents d USING (doc_id) "
-            "WHERE p.section_role = 'financial_statements' AND d.source = 'sec10k'").fetchall()}
+        statements = {
+            d
+            for (d,) in con.execute(
+                "SELECT DISTINCT d.institution FROM passages p JOIN documents d USING (doc_id) "
+                "WHERE p.section_role = 'financial_statements' AND d.source = 'sec10k'"
+            ).fetchall()
+        }
     finally:
         con.close()
     assert {sp for sp, _ in by} == {"train", "valid", "test"} and {src for _, src in by} == {"aihub", "sec10k", "dart"}

@@ -27,14 +27,15 @@ def test_key_material_tracks_config_inputs_and_prompts(tmp_path):
     changed = TableRef("samples", 2, "def", str(tmp_path))
     assert stage_key_material("detect", {"samples": changed}, cfg, str(tmp_path)) != base
     dlg = stage_key_material("dialogues", {}, cfg, str(tmp_path))
-    assert set(dlg["prompts"]) == {"choose_next_question", "write_question", "answer_turn", "refuse_turn",
-                                   "reconfirm_turn"}
+    assert set(dlg["prompts"]) == {"choose_next_question", "write_question", "answer_turn", "refuse_turn", "reconfirm_turn"}
     assert all(len(v) == 16 for v in dlg["prompts"].values())
     # inject judges False Acceptance's hard negatives with retrieve's step-2 settings (Stage.reads)
     inject = stage_key_material("inject", {}, cfg, str(tmp_path))
     stricter = load_config("demo", {"retrieve": {"max_clue_coverage": 0.3}})
     assert stage_key_material("inject", {}, stricter, str(tmp_path)) != inject
-    assert stage_key_material("dialogue_qc", {}, stricter, str(tmp_path)) == stage_key_material("dialogue_qc", {}, cfg, str(tmp_path))
+    assert stage_key_material("dialogue_qc", {}, stricter, str(tmp_path)) == stage_key_material(
+        "dialogue_qc", {}, cfg, str(tmp_path)
+    )
 
 
 def test_ingest_key_covers_raw_file_content(tmp_path):

@@ -122,6 +122,7 @@ def serve_latest_10k(stub: EdgarStub, html_rel: str, companyfacts: bytes) -> tup
 
 # =========================================================================== http helper
 
+
 def test_parse_retry_after_seconds_and_http_date():
     now = lambda: 1_700_000_000.0  # noqa: E731
     assert parse_retry_after("7", now) == 7.0
@@ -159,6 +160,7 @@ def test_backoff_is_exponential_capped_and_jittered():
 
 # =========================================================================== EDGAR
 
+
 def test_edgar_refuses_missing_or_anonymous_user_agent(tmp_path):
     for ua in (None, "", "   ", "python-httpx/0.28", "Jane Doe"):
         with pytest.raises(EdgarUserAgentError, match="User-Agent.*contact email"):
@@ -190,15 +192,19 @@ def test_edgar_submissions_filings_download_loadable(edgar, tmp_path, real_data)
         assert {f["form"] for f in filings} == {"10-K"}
         top = filings[0]
         assert top == {
-            "accession": acc, "filing_date": recent["filingDate"][first], "report_date": recent["reportDate"][first],
-            "form": "10-K", "primary_document": doc,
+            "accession": acc,
+            "filing_date": recent["filingDate"][first],
+            "report_date": recent["reportDate"][first],
+            "form": "10-K",
+            "primary_document": doc,
             "url": f"{edgar.url}/Archives/edgar/data/{TSLA}/{acc.replace('-', '')}/{doc}",
         }
         assert client.filings(TSLA, form="10-K", limit=2) == filings[:2]
         assert len(client.filings("1318605", form=("10-K", "10-Q"), limit=5)) == 5
         idx = client.filing_index(TSLA, acc.replace("-", ""))
         assert {"name": doc, "size": str(len(html))}.items() <= next(
-            i for i in idx["directory"]["item"] if i["name"] == doc).items()
+            i for i in idx["directory"]["item"] if i["name"] == doc
+        ).items()
 
         path = client.download_primary(TSLA, top, tmp_path / "edgar")
         assert path.read_bytes() == html  # gzip-encoded on the wire, decoded on disk
@@ -240,15 +246,33 @@ def test_fetch_edgar_reads_older_submission_pages_when_recent_has_no_such_form(e
     def arrays(*rows):
         return {c: [r[i] for r in rows] for i, c in enumerate(cols)}
 
-    recent = arrays(("0000000001-24-000001", "2024-05-01", "2024-03-31", "10-Q", "q1.htm"),
-                    ("0000000001-24-000002", "2024-04-01", "", "8-K", "ek.htm"))
+    recent = arrays(
+        ("0000000001-24-000001", "2024-05-01", "2024-03-31", "10-Q", "q1.htm"),
+        ("0000000001-24-000002", "2024-04-01", "", "8-K", "ek.htm"),
+    )
     older = arrays(("0000000001-23-000009", "2023-02-01", "2022-12-31", "10-K", "annual.htm"))
-    edgar.add_submissions(1, json.dumps({"cik": "1", "filings": {
-        "recent": recent, "files": [{"name": "CIK0000000001-submissions-001.json", "filingCount": 1}]}}).encode())
+    edgar.add_submissions(
+        1,
+        json.dumps(
+            {
+                "cik": "1",
+                "filings": {"recent": recent, "files": [{"name": "CIK0000000001-submissions-001.json", "filingCount": 1}]},
+            }
+        ).encode(),
+    )
     edgar.route("/submissions/CIK0000000001-submissions-001.json", json_response(older))
     edgar.add_document(1, "0000000001-23-000009", "annual.htm", b"<html><body><p>Item 1. Business</p></body></html>")
-    res = fetch_edgar("0000000001", UA, tmp_path, forms="10-K", companyfacts=False, base_url=edgar.url,
-                      archives_url=edgar.url, max_rps=1000, retry=FAST)
+    res = fetch_edgar(
+        "0000000001",
+        UA,
+        tmp_path,
+        forms="10-K",
+        companyfacts=False,
+        base_url=edgar.url,
+        archives_url=edgar.url,
+        max_rps=1000,
+        retry=FAST,
+    )
     assert [f["accession"] for f in res.filings] == ["0000000001-23-000009"] and res.facts == []
     assert [p.name for p in res.documents] == ["1-0000000001-23-000009-annual.htm"]
     with edgar_client(edgar, max_rps=1000) as client:
@@ -321,8 +345,9 @@ def test_500_twice_then_success_with_exponential_backoff(edgar):
     path = f"/submissions/CIK{TSLA:010d}.json"
     edgar.fail(path, [(500, {}, b"oops"), (500, {}, b"oops")])
     policy = RetryPolicy(max_attempts=4, backoff_base=0.5, jitter=0.5)
-    with edgar_client(edgar, max_rps=1e6, retry=policy, clock=ft.monotonic, sleep=ft.sleep, now=ft.time,
-                      rng=lambda: 1.0) as client:
+    with edgar_client(
+        edgar, max_rps=1e6, retry=policy, clock=ft.monotonic, sleep=ft.sleep, now=ft.time, rng=lambda: 1.0
+    ) as client:
         assert client.submissions(TSLA) == {"ok": True}
     assert len(edgar.hits(path)) == 3
     assert [s for s in ft.sleeps if s > 0.01] == [0.5, 1.0]
@@ -370,6 +395,7 @@ def test_timeouts_and_connection_errors_are_retried_then_reported(edgar):
 
 # =========================================================================== OpenDART
 
+
 def list_rows() -> list[dict]:
     page = json.loads(fixture_bytes("dart/opendart-api/dart_list_pblntf_ty_C_20260911.first12.json"))
     curated = json.loads(fixture_bytes("dart/opendart-api/dart_majorreport_list_20260911.json"))
@@ -390,8 +416,7 @@ def test_dart_list_iterates_every_page_once(dart, real_data):
     assert got == rows
     hits = dart.hits("/api/list.json")
     assert [h.query["page_no"] for h in hits] == ["1", "2", "3"]
-    assert all(h.query["crtfc_key"] == KEY and h.query["pblntf_ty"] == "C" and h.query["bgn_de"] == "20260910"
-               for h in hits)
+    assert all(h.query["crtfc_key"] == KEY and h.query["pblntf_ty"] == "C" and h.query["bgn_de"] == "20260910" for h in hits)
 
 
 @pytest.mark.realdata
@@ -432,10 +457,13 @@ def test_dart_020_is_retried_then_reported(dart, caplog):
     assert ei.value.status == "020" and "3 attempts" in str(ei.value)
 
 
-@pytest.mark.parametrize("key,status,message", [
-    ("unregistered-key-00000000000000000000000000", "010", "등록되지 않은 키"),
-    ("suspended-key-0000000000000000000000000000", "011", "사용할 수 없는 키"),
-])
+@pytest.mark.parametrize(
+    "key,status,message",
+    [
+        ("unregistered-key-00000000000000000000000000", "010", "등록되지 않은 키"),
+        ("suspended-key-0000000000000000000000000000", "011", "사용할 수 없는 키"),
+    ],
+)
 def test_dart_key_errors_carry_the_message_and_mask_the_key(dart, key, status, message):
     dart.valid_keys.add("unused")
     with dart_client(dart, key=key) as client:
@@ -495,8 +523,16 @@ def test_dart_document_error_bodies(dart, tmp_path):
         with pytest.raises(DartApiError, match="014.*파일이 존재하지 않습니다") as ei:
             client.download_document("20990101000001", tmp_path)  # JSON status instead of a ZIP
         assert ei.value.status == "014" and not isinstance(ei.value, DartKeyError)
-        dart.fail("/api/document.xml", [(200, {"Content-Type": "text/xml"},
-                  "<result><status>013</status><message>조회된 데이타가 없습니다.</message></result>".encode())])
+        dart.fail(
+            "/api/document.xml",
+            [
+                (
+                    200,
+                    {"Content-Type": "text/xml"},
+                    "<result><status>013</status><message>조회된 데이타가 없습니다.</message></result>".encode(),
+                )
+            ],
+        )
         with pytest.raises(DartApiError, match="013"):
             client.download_document("20990101000001", tmp_path)
         dart.fail("/api/document.xml", [(200, {"Content-Type": "text/html"}, b"<html>maintenance</html>")])
@@ -578,15 +614,26 @@ def test_fetch_dart_writes_a_folder_the_dart_loader_ingests(dart, tmp_path, real
     xml = fixture_bytes("dart/document-xml/dart-20220816001711.xhml")
     other = "20220516001234"
     dart.rows = [
-        {"corp_code": "00126380", "corp_name": "삼성전자", "report_nm": "반기보고서 (2022.06)", "rcept_no": SAMSUNG_RCEPT,
-         "rcept_dt": "20220816", "rm": ""},
-        {"corp_code": "00126380", "corp_name": "삼성전자", "report_nm": "분기보고서 (2022.03)", "rcept_no": other,
-         "rcept_dt": "20220516", "rm": ""},
+        {
+            "corp_code": "00126380",
+            "corp_name": "삼성전자",
+            "report_nm": "반기보고서 (2022.06)",
+            "rcept_no": SAMSUNG_RCEPT,
+            "rcept_dt": "20220816",
+            "rm": "",
+        },
+        {
+            "corp_code": "00126380",
+            "corp_name": "삼성전자",
+            "report_nm": "분기보고서 (2022.03)",
+            "rcept_no": other,
+            "rcept_dt": "20220516",
+            "rm": "",
+        },
         *list_rows(),
     ]
     dart.documents[SAMSUNG_RCEPT] = make_zip({f"{SAMSUNG_RCEPT}.xml": xml})
-    res = fetch_dart("00126380", tmp_path / "dart", "20220101", "20221231", api_key=KEY, base_url=dart.base_url,
-                     retry=FAST)
+    res = fetch_dart("00126380", tmp_path / "dart", "20220101", "20221231", api_key=KEY, base_url=dart.base_url, retry=FAST)
     assert [f["rcept_no"] for f in res.filings] == [SAMSUNG_RCEPT]
     assert [h.query["rcept_no"] for h in dart.hits("/api/document.xml")] == [SAMSUNG_RCEPT]
     listed = dart.hits("/api/list.json")[0].query
@@ -611,16 +658,51 @@ def test_fetch_cli_then_ingest_reads_the_folder(edgar, tmp_path, real_data):
     from finhallu.stages import ingest
     from finhallu.stages.base import StageContext
 
-    serve_latest_10k(edgar, "sec10k/html/wfc-10-k-2025-02-25.html",
-                     fixture_bytes("sec10k/xbrl/companyfacts_snow_facts.json"))
+    serve_latest_10k(edgar, "sec10k/html/wfc-10-k-2025-02-25.html", fixture_bytes("sec10k/xbrl/companyfacts_snow_facts.json"))
     dest = tmp_path / "edgar"
-    no_ua = subprocess.run([sys.executable, "-m", "finhallu.cli", "fetch", "edgar", "--cik", str(TSLA), "--dest", str(dest),
-                            "--base-url", edgar.url], capture_output=True, text=True, env={**cli_env(), "SEC_USER_AGENT": ""},
-                           cwd=ROOT, timeout=60)
+    no_ua = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "finhallu.cli",
+            "fetch",
+            "edgar",
+            "--cik",
+            str(TSLA),
+            "--dest",
+            str(dest),
+            "--base-url",
+            edgar.url,
+        ],
+        capture_output=True,
+        text=True,
+        env={**cli_env(), "SEC_USER_AGENT": ""},
+        cwd=ROOT,
+        timeout=60,
+    )
     assert no_ua.returncode == 2 and "User-Agent" in no_ua.stderr and not edgar.requests
-    proc = subprocess.run([sys.executable, "-m", "finhallu.cli", "fetch", "edgar", "--cik", str(TSLA), "--dest", str(dest),
-                           "--base-url", edgar.url, "--user-agent", UA], capture_output=True, text=True, env=cli_env(),
-                          cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "finhallu.cli",
+            "fetch",
+            "edgar",
+            "--cik",
+            str(TSLA),
+            "--dest",
+            str(dest),
+            "--base-url",
+            edgar.url,
+            "--user-agent",
+            UA,
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(out["documents"]) == 1 and len(out["facts"]) == 1

@@ -55,7 +55,10 @@ MISTAKES = [
     (["evaluate"], "no samples published"),
     (["eval-external", "--format", "jsonl", "--path", "x.jsonl", "--detector", "nosuch"], "unknown detector"),
     (["evaluate", "--detector", "nli"], "NLI"),
-    (["build", "--profile", "demo", "--set", "injection_qc.verifier_nli_model=/no/such/model"], "injection_qc.verifier_nli_model"),
+    (
+        ["build", "--profile", "demo", "--set", "injection_qc.verifier_nli_model=/no/such/model"],
+        "injection_qc.verifier_nli_model",
+    ),
     (["sql", "SELECT 1"], "no warehouse"),
 ]
 

@@ -13,10 +13,16 @@ def test_empty_split_and_silent_source_are_named():
 
 
 def test_warnings_read_from_dataset_stats_rows():
-    rows = [{"split": s, "metric": "coverage_documents", "slice": src, "value": n} for s, src, n in
-            [("train", "aihub", 20), ("test", "aihub", 5), ("valid", "dart", 1)]]
-    rows += [{"split": "train", "metric": "coverage_samples", "slice": "aihub", "value": 100.0},
-             {"split": "test", "metric": "coverage_samples", "slice": "aihub", "value": 30.0},
-             {"split": "all", "metric": "samples", "slice": "all", "value": 130.0}]
-    assert warnings_from_stats(rows) == ["split valid has no samples (its documents gave none)",
-                                         "source dart has documents but no samples"]
+    rows = [
+        {"split": s, "metric": "coverage_documents", "slice": src, "value": n}
+        for s, src, n in [("train", "aihub", 20), ("test", "aihub", 5), ("valid", "dart", 1)]
+    ]
+    rows += [
+        {"split": "train", "metric": "coverage_samples", "slice": "aihub", "value": 100.0},
+        {"split": "test", "metric": "coverage_samples", "slice": "aihub", "value": 30.0},
+        {"split": "all", "metric": "samples", "slice": "all", "value": 130.0},
+    ]
+    assert warnings_from_stats(rows) == [
+        "split valid has no samples (its documents gave none)",
+        "source dart has documents but no samples",
+    ]

@@ -67,16 +67,25 @@ def _children(pid: int) -> list[int]:
 
 
 def _api(port: int, path: str, body: dict | None = None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/{path}", method="POST" if body is not None else "GET",
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/{path}",
+        method="POST" if body is not None else "GET",
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
 
 def _builds(home) -> list[dict]:
-    out = subprocess.run([*FINHALLU, "status", "--json", "--last", "1000", "--home", str(home)], capture_output=True,
-                         text=True, env=cli_env(), cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [*FINHALLU, "status", "--json", "--last", "1000", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
     return json.loads(out.stdout)["builds"]
 
 
@@ -88,16 +97,33 @@ def test_make_ui_deploy_worker_run_the_deployments_and_a_rebuild_is_fully_cached
     env = cli_env()
     # The Makefile's venv is the one running the tests; its install stamps are not remade (-o).
     venv = Path(sys.executable).parent.parent
-    make = ["make", "-C", str(ROOT), f"VENV={venv}", f"HOME_DIR={home}", f"UI_PORT={port}",
-            "-o", f"{venv}/.installed", "-o", f"{venv}/.installed-test"]
+    make = [
+        "make",
+        "-C",
+        str(ROOT),
+        f"VENV={venv}",
+        f"HOME_DIR={home}",
+        f"UI_PORT={port}",
+        "-o",
+        f"{venv}/.installed",
+        "-o",
+        f"{venv}/.installed-test",
+    ]
     env.update(PREFECT_HOME=str(tmp_path / "prefect-cli"), PWD=str(ROOT))
     os.makedirs(env["PREFECT_HOME"])
-    ui = subprocess.Popen([*make, "ui"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          start_new_session=True)
+    ui = subprocess.Popen(
+        [*make, "ui"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         assert _wait(lambda: _healthy(port), 180), "make ui: no Prefect server answered"
-        run = lambda *a, **kw: subprocess.run([*make, *a], env=env, cwd=ROOT, capture_output=True, text=True,  # noqa: E731
-                                              timeout=kw.get("timeout", 300))
+        run = lambda *a, **kw: subprocess.run(
+            [*make, *a],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,  # noqa: E731
+            timeout=kw.get("timeout", 300),
+        )
         dep = run("deploy")
         assert dep.returncode == 0, dep.stdout[-2000:] + dep.stderr[-2000:]
         deployments = {d["name"]: d for d in _api(port, "deployments/filter", {})}
@@ -107,8 +133,11 @@ def test_make_ui_deploy_worker_run_the_deployments_and_a_rebuild_is_fully_cached
 
         # What the scheduler does on Monday 03:00: a Scheduled run of the rebuild deployment, due now.
         before = {b["build_id"] for b in _builds(home)}
-        flow_run = _api(port, f"deployments/{deployments['rebuild']['id']}/create_flow_run",
-                        {"parameters": {"profile": "demo", "home": str(home)}, "state": {"type": "SCHEDULED"}})
+        flow_run = _api(
+            port,
+            f"deployments/{deployments['rebuild']['id']}/create_flow_run",
+            {"parameters": {"profile": "demo", "home": str(home)}, "state": {"type": "SCHEDULED"}},
+        )
         worker = run("worker", "WORKER_ARGS=--run-once", timeout=600)
         log = worker.stdout + worker.stderr
         assert worker.returncode == 0 and "Finished in state Completed" in log, log[-3000:]
@@ -128,8 +157,7 @@ def test_make_ui_deploy_worker_run_the_deployments_and_a_rebuild_is_fully_cached
         os.kill(finhallu_ui, 15)
         assert ui.wait(timeout=120) is not None
         assert _wait(lambda: not _healthy(port), 60)
-        assert all(not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
-                   for pid in server)
+        assert all(not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text() for pid in server)
     finally:
         try:
             os.killpg(ui.pid, 15)
@@ -144,8 +172,13 @@ def test_deploy_and_run_evaluate_with_process_worker(demo_build, tmp_path):
     env = cli_env()
     env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_API_URL=f"http://127.0.0.1:{port}/api")
     os.makedirs(env["PREFECT_HOME"])
-    server = subprocess.Popen([*PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [*PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -154,27 +187,36 @@ def test_deploy_and_run_evaluate_with_process_worker(demo_build, tmp_path):
                 break
             except OSError:
                 time.sleep(0.5)
-        run = lambda *a, **kw: subprocess.run([*PREFECT, *a], env=env, cwd=ROOT, capture_output=True, text=True,  # noqa: E731
-                                              timeout=kw.get("timeout", 180))
+        run = lambda *a, **kw: subprocess.run(
+            [*PREFECT, *a],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,  # noqa: E731
+            timeout=kw.get("timeout", 180),
+        )
         assert run("work-pool", "create", "finhallu-local", "--type", "process").returncode == 0
         dep = run("--no-prompt", "deploy", "--all")
         assert dep.returncode == 0, dep.stdout[-2000:] + dep.stderr[-2000:]
         listed = run("deployment", "ls").stdout
         assert "finhallu-rebuild/rebuild" in listed and "finhallu-evaluate/evaluate" in listed
         before = len(list((home / "catalog" / "table_versions").glob("detections@*.json")))
-        started = run("deployment", "run", "finhallu-evaluate/evaluate", "-p", f"home={home}",
-                      "-p", 'detectors=["numeric_grounding"]')
+        started = run(
+            "deployment", "run", "finhallu-evaluate/evaluate", "-p", f"home={home}", "-p", 'detectors=["numeric_grounding"]'
+        )
         assert started.returncode == 0, started.stderr[-2000:]
         worker = run("worker", "start", "--pool", "finhallu-local", "--run-once", timeout=300)
         assert "Finished in state Completed" in worker.stdout + worker.stderr, (worker.stdout + worker.stderr)[-3000:]
         after = len(list((home / "catalog" / "table_versions").glob("detections@*.json")))
         assert after == before + 1  # a detections version holding only numeric_grounding
         # An LLM role's key from a Prefect Secret block on this server (no env var set).
-        code = ("from prefect.blocks.system import Secret\n"
-                "Secret(value='sk-from-block-0123456789abcdef').save('finhallu-openai', overwrite=True)\n"
-                "from finhallu.llm.keys import resolve_key\n"
-                "print(resolve_key('assistant_llm', {'provider': 'openai', 'model': 'gpt-4o',"
-                " 'api_key_secret': 'finhallu-openai'}) == 'sk-from-block-0123456789abcdef')")
+        code = (
+            "from prefect.blocks.system import Secret\n"
+            "Secret(value='sk-from-block-0123456789abcdef').save('finhallu-openai', overwrite=True)\n"
+            "from finhallu.llm.keys import resolve_key\n"
+            "print(resolve_key('assistant_llm', {'provider': 'openai', 'model': 'gpt-4o',"
+            " 'api_key_secret': 'finhallu-openai'}) == 'sk-from-block-0123456789abcdef')"
+        )
         key_env = {k: v for k, v in env.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
         out = subprocess.run([sys.executable, "-c", code], env=key_env, capture_output=True, text=True, timeout=120)
         assert out.stdout.strip() == "True", out.stderr[-2000:]

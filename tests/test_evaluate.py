@@ -53,7 +53,9 @@ def test_sql_reads_the_current_tables_and_refuses_writes(demo_build):
     assert out.returncode == 0, out.stderr
     con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
     try:
-        expected = [{"split": s, "n": n} for s, n in con.execute("SELECT split, count(*) FROM samples GROUP BY 1 ORDER BY 1").fetchall()]
+        expected = [
+            {"split": s, "n": n} for s, n in con.execute("SELECT split, count(*) FROM samples GROUP BY 1 ORDER BY 1").fetchall()
+        ]
     finally:
         con.close()
     assert json.loads(out.stdout) == expected

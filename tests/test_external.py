@@ -84,13 +84,19 @@ def test_halueval_pairs_dialogue_history_and_general_labels(tmp_path):
     qa = load_external("halueval-qa", CASES["halueval-qa"])
     recs = _records(CASES["halueval-qa"])
     assert qa.height == 2 * len(recs) and qa["pair_id"].n_unique() == len(recs)
-    assert qa.group_by("pair_id").agg(pl.col("label_binary").sort()).get_column("label_binary").to_list()[0] == ["faithful", "hallucinated"]
+    assert qa.group_by("pair_id").agg(pl.col("label_binary").sort()).get_column("label_binary").to_list()[0] == [
+        "faithful",
+        "hallucinated",
+    ]
     assert qa["passages"].list.len().min() == 1
     dia = load_external("halueval-dialogue", CASES["halueval-dialogue"])
     first = dia.row(0, named=True)
     assert first["history"][0]["role"] == "user" and first["query"].endswith("?") and first["turn_index"] == 2
     assert parse_history("[Human]: hi [Assistant]: hello [Human]: who?") == [
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}, {"role": "user", "content": "who?"}]
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "who?"},
+    ]
     gen = load_external("halueval-general", CASES["halueval-general"])
     want = {str(r["ID"]): r["hallucination"] for r in _records(CASES["halueval-general"])}
     assert {r["external_id"]: ("yes" if r["label_binary"] == "hallucinated" else "no") for r in gen.iter_rows(named=True)} == want
@@ -107,10 +113,14 @@ def test_generic_jsonl_and_csv_agree_and_map_refusals(tmp_path):
     assert j.select(cols).sort("external_id").equals(c.select(cols).sort("external_id"))
     assert set(j.filter(pl.col("external_id").str.ends_with("-r"))["label_4class"]) == {"true_refusal"}
     f = tmp_path / "x.jsonl"
-    f.write_text(json.dumps({"context": "c", "question": "q", "answer": "no idea", "label": "refusal", "answerable": True}) + "\n")
+    f.write_text(
+        json.dumps({"context": "c", "question": "q", "answer": "no idea", "label": "refusal", "answerable": True}) + "\n"
+    )
     assert load_external("jsonl", f)["label_4class"].to_list() == ["false_refusal"]
-    for bad, msg in (({"context": "c", "question": "q", "answer": "a", "label": "maybe"}, "expected faithful"),
-                     ({"context": "c", "question": "q", "label": "faithful"}, "lacks")):
+    for bad, msg in (
+        ({"context": "c", "question": "q", "answer": "a", "label": "maybe"}, "expected faithful"),
+        ({"context": "c", "question": "q", "label": "faithful"}, "lacks"),
+    ):
         f.write_text(json.dumps(bad) + "\n")
         with pytest.raises(ValueError, match=msg):
             load_external("jsonl", f)
@@ -123,8 +133,14 @@ def test_generic_jsonl_and_csv_agree_and_map_refusals(tmp_path):
         load_external("squad", f)
 
 
-OFFLINE = {"numeric_grounding": {}, "lexical_support": {}, "refusal_answerability": {}, "embedding_similarity": {},
-           "llm_judge": {}, "learned": {}}
+OFFLINE = {
+    "numeric_grounding": {},
+    "lexical_support": {},
+    "refusal_answerability": {},
+    "embedding_similarity": {},
+    "llm_judge": {},
+    "learned": {},
+}
 
 
 @pytest.mark.parametrize("fmt", ["halueval-qa", "ragtruth", "halueval-dialogue"])
@@ -133,8 +149,12 @@ def test_grounding_and_learned_detectors_beat_chance_on_the_fixtures(fmt):
     dets = run_detectors(df, OFFLINE, f"{fmt}@x", DetectorContext(seed=1))
     metrics, confusion, tests = evaluate(df, dets, MetricsConfig(bootstrap_resamples=200), 1, fmt, "v")
     assert set(metrics["dataset"]) == {fmt}
-    auc = {r["detector"]: r["value"] for r in metrics.filter((pl.col("slice") == "all") & (pl.col("metric") == "roc_auc")
-                                                             & (pl.col("setting") == "binary")).iter_rows(named=True)}
+    auc = {
+        r["detector"]: r["value"]
+        for r in metrics.filter(
+            (pl.col("slice") == "all") & (pl.col("metric") == "roc_auc") & (pl.col("setting") == "binary")
+        ).iter_rows(named=True)
+    }
     assert auc["numeric_grounding"] > 0.7 and auc["llm_judge"] > 0.7, auc
     learned = metrics.filter((pl.col("detector") == "learned") & (pl.col("setting") == "binary") & (pl.col("slice") == "all"))
     acc = learned.filter(pl.col("metric") == "accuracy")["value"][0]
@@ -147,12 +167,32 @@ def test_eval_external_cli_end_to_end(tmp_path):
     data = tmp_path / "rt"
     shutil.copytree(FIX / "ragtruth", data)
     extra = f"jsonl:{FIX / 'generic' / 'samples.jsonl'}"  # the learned detector also trains on every row of it
-    proc = run_cli("eval-external", "--format", "ragtruth", "--path", str(data), "--detector", "numeric_grounding",
-                   "--detector", "learned", "--detector", "llm_judge", "--train-on", extra, "--json", home=home, timeout=400)
+    proc = run_cli(
+        "eval-external",
+        "--format",
+        "ragtruth",
+        "--path",
+        str(data),
+        "--detector",
+        "numeric_grounding",
+        "--detector",
+        "learned",
+        "--detector",
+        "llm_judge",
+        "--train-on",
+        extra,
+        "--json",
+        home=home,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["dataset"] == "ragtruth" and out["samples"] == 36 and set(out["metrics"]) == {
-        "numeric_grounding", "learned", "llm_judge", "baseline_length", "baseline_novel_tokens", "baseline_verbatim_copy"}
+    assert (
+        out["dataset"] == "ragtruth"
+        and out["samples"] == 36
+        and set(out["metrics"])
+        == {"numeric_grounding", "learned", "llm_judge", "baseline_length", "baseline_novel_tokens", "baseline_verbatim_copy"}
+    )
     assert out["metrics"]["numeric_grounding"]["all"]["binary_f1"]["ci"] is not None
     assert Path(out["report"]).is_file() and (Path(out["report"]).parent / "compare.html").is_file()
     assert "<svg" in Path(out["report"]).read_text()
@@ -162,24 +202,41 @@ def test_eval_external_cli_end_to_end(tmp_path):
         assert got == [("ragtruth", out["dataset_version"])]
         assert con.execute("SELECT count(*) FROM detections_all WHERE detector = 'learned'").fetchone()[0] == 12  # the test split
         assert con.execute("SELECT count(*) FROM external_samples_all").fetchone()[0] == 36
-        cfg = json.loads(con.execute("SELECT detector_config FROM detections_all WHERE detector='llm_judge' LIMIT 1").fetchone()[0])
+        cfg = json.loads(
+            con.execute("SELECT detector_config FROM detections_all WHERE detector='llm_judge' LIMIT 1").fetchone()[0]
+        )
         assert cfg["backend"] == "offline:rules"
-        why, lcfg = con.execute("SELECT rationale, detector_config FROM detections_all WHERE detector='learned' LIMIT 1").fetchone()
+        why, lcfg = con.execute(
+            "SELECT rationale, detector_config FROM detections_all WHERE detector='learned' LIMIT 1"
+        ).fetchone()
         assert f"27 of them from {extra}" in why  # the jsonl fixture's 27 rows joined the ragtruth train split
         assert len(json.loads(lcfg)["params"]["train_on_sha256"]) == 16
     finally:
         con.close()
     bad = run_cli("eval-external", "--format", "jsonl", "--path", str(tmp_path / "missing.jsonl"), home=home, timeout=120)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
-    wrong = run_cli("eval-external", "--format", "ragtruth", "--path", str(data), "--detector", "learned",
-                    "--train-on", "fiqa:" + str(data), home=home, timeout=120)
+    wrong = run_cli(
+        "eval-external",
+        "--format",
+        "ragtruth",
+        "--path",
+        str(data),
+        "--detector",
+        "learned",
+        "--train-on",
+        "fiqa:" + str(data),
+        home=home,
+        timeout=120,
+    )
     assert wrong.returncode == 2 and "train_on must be FORMAT:PATH" in wrong.stderr and len(wrong.stderr.splitlines()) == 1
     assert np.isfinite(out["metrics"]["learned"]["all"]["binary_accuracy"]["value"])
 
 
 def test_learned_trains_on_an_external_set_where_the_evaluated_one_has_no_train_split():
-    rows = [{**r, "split": "test" if r["split"] == "train" else r["split"]}
-            for r in load_external("halueval-qa", CASES["halueval-qa"]).to_dicts()]
+    rows = [
+        {**r, "split": "test" if r["split"] == "train" else r["split"]}
+        for r in load_external("halueval-qa", CASES["halueval-qa"]).to_dicts()
+    ]
     frame = pl.DataFrame(rows, infer_schema_length=None)
     with pytest.raises(ValueError, match="needs labelled samples"):
         run_detectors(frame, {"learned": {}}, "x", DetectorContext())

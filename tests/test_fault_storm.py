@@ -23,8 +23,7 @@ from finhallu.stages.pipeline import STAGES
 from conftest import run_cli
 
 FAULT_RATE = 0.35
-WIRES = {"openai": {"provider": "openai", "model": "gpt-4o"},
-         "gemini": {"provider": "gemini", "model": "gemini-2.5-flash"}}
+WIRES = {"openai": {"provider": "openai", "model": "gpt-4o"}, "gemini": {"provider": "gemini", "model": "gemini-2.5-flash"}}
 KINDS = {"openai": "chat", "gemini": "generate"}  # the stub's name for each wire's online request
 BATCH_ROLES = {"dialogue_judge", "injection_judge"}  # one on each wire (see storm_profile)
 responder = cooperative_responder  # as in test_llm_build: no hard negatives without one "unanswerable"
@@ -41,13 +40,23 @@ def storm_profile(tmp_path: Path, stub: StubLLM, scale: int = 1) -> str:
         roles[r] = dict(WIRES[wire], base_url=base, batch=r in BATCH_ROLES)
     assert {roles[r]["provider"] for r in BATCH_ROLES} == {"openai", "gemini"}
     unlimited = {"rpm": 1_000_000, "tpm": 1_000_000_000, "concurrency": 16}
-    llm = {"limits": {w["model"]: unlimited for w in WIRES.values()}, "default_limits": {"concurrency": 16},
-           "max_attempts": 2, "backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 2.0,
-           "batch_poll_s": 0.05, "batch_min_requests": 5, "estimate_before_build": False}
+    llm = {
+        "limits": {w["model"]: unlimited for w in WIRES.values()},
+        "default_limits": {"concurrency": 16},
+        "max_attempts": 2,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.05,
+        "timeout_s": 2.0,
+        "batch_poll_s": 0.05,
+        "batch_min_requests": 5,
+        "estimate_before_build": False,
+    }
     # Reduced (scale 1): fewer hard-negative candidates to judge and one dialogue per document keep
     # the build to about two thousand calls; the benchmark runs it at a larger scale.
-    reduced = {"retrieve": {"top_k": min(10, 4 * scale), "candidate_pool": min(40, 5 * scale)},
-               "dialogues": {"dialogues_per_document": min(4, scale), "dialogues_per_filing": min(4, scale)}}
+    reduced = {
+        "retrieve": {"top_k": min(10, 4 * scale), "candidate_pool": min(40, 5 * scale)},
+        "dialogues": {"dialogues_per_document": min(4, scale), "dialogues_per_filing": min(4, scale)},
+    }
     path = tmp_path / "storm.yaml"
     path.write_text(yaml.safe_dump({"extends": "demo", "roles": roles, "llm": llm, **reduced}), encoding="utf-8")
     return str(path)
@@ -56,8 +65,10 @@ def storm_profile(tmp_path: Path, stub: StubLLM, scale: int = 1) -> str:
 def ledger(home: Path, build_id: str) -> list[dict]:
     con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
     try:
-        cur = con.execute("SELECT stage, provider, request_key, attempts, cache_hit, batch, repair, error FROM llm_calls "
-                          "WHERE build_id = ?", [build_id])
+        cur = con.execute(
+            "SELECT stage, provider, request_key, attempts, cache_hit, batch, repair, error FROM llm_calls WHERE build_id = ?",
+            [build_id],
+        )
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
     finally:

@@ -43,7 +43,8 @@ def test_apple_net_sales_under_their_fiscal_years(real_data):
     tables = _tables(_fixture(real_data, "aapl-10-k-2024-11-01.html"))
     by_region = _row(tables, "Total net sales", "Change")
     assert by_region == {"2024": "$391,035", "Change": "2%", "2023": "$383,285", "2022": "$394,328"} or (
-        [v for k, v in by_region.items() if k != "Change"] == ["$391,035", "$383,285", "$394,328"])
+        [v for k, v in by_region.items() if k != "Change"] == ["$391,035", "$383,285", "$394,328"]
+    )
     statement = _row(tables, "Net income", "September 28, 2024")
     years = {k[-4:]: v for k, v in statement.items()}
     assert years == {"2024": "$93,736", "2023": "$96,995", "2022": "$99,803"}
@@ -68,7 +69,10 @@ def test_nvidia_income_statement_aligned(real_data):
     tables = _tables(_fixture(real_data, "nvda-10-k-2025-02-26.html"))
     revenue = _row(tables, "Revenue", "Jan 29, 2023")
     assert {k[-12:]: v for k, v in revenue.items()} == {
-        "Jan 26, 2025": "$130,497", "Jan 28, 2024": "$60,922", "Jan 29, 2023": "$26,974"}
+        "Jan 26, 2025": "$130,497",
+        "Jan 28, 2024": "$60,922",
+        "Jan 29, 2023": "$26,974",
+    }
     summary = _row(tables, "Net income", "Change")
     assert list(summary.values()) == ["$72,880", "$29,760", "Up 145%"]
 
@@ -87,10 +91,32 @@ def test_symbol_cells_merge_and_spacers_go():
         [cell(""), cell("Year ended", 12)],
         [cell(""), cell("2024", 3), cell(""), cell("2023", 3), cell(""), cell("% Change", 3)],
         [cell("(in millions)", 13)],
-        [cell("Net income (loss)"), cell("$"), cell("(2,722"), cell(")"), cell(""), cell("$"), cell("30,425"),
-         cell(""), cell(""), cell("(109"), cell(")%"), cell("")],
-        [cell("Revenue"), cell("1,200", 2), cell(""), cell(""), cell("900", 2), cell(""), cell(""), cell("33"),
-         cell("%"), cell("")],
+        [
+            cell("Net income (loss)"),
+            cell("$"),
+            cell("(2,722"),
+            cell(")"),
+            cell(""),
+            cell("$"),
+            cell("30,425"),
+            cell(""),
+            cell(""),
+            cell("(109"),
+            cell(")%"),
+            cell(""),
+        ],
+        [
+            cell("Revenue"),
+            cell("1,200", 2),
+            cell(""),
+            cell(""),
+            cell("900", 2),
+            cell(""),
+            cell(""),
+            cell("33"),
+            cell("%"),
+            cell(""),
+        ],
     ]
     md, unit = to_markdown(rows)
     header, body = parse_markdown_table(md)
@@ -102,17 +128,29 @@ def test_symbol_cells_merge_and_spacers_go():
 def test_page_furniture_is_removed_and_cut_sentences_rejoined():
     from finhallu.sources.furniture import strip_furniture
 
-    blocks = [("text", "ACME CORP AND SUBSIDIARIES")] + [
-        ("text", "Revenue grew because customers bought more widgets in the"), ("text", "23"),
-        ("text", "Table of Contents"), ("text", "ACME CORP AND SUBSIDIARIES"),
-        ("text", "fourth quarter than a year before."), ("table", "| a | b |\n| --- | --- |\n| x | 1 |"),
-        ("text", "- 24 -"), ("text", "F-3"), ("text", "(Continued)"), ("text", "Not applicable."),
-    ] + [("text", "ACME CORP AND SUBSIDIARIES"), ("text", "Page 7")] * 4
+    blocks = (
+        [("text", "ACME CORP AND SUBSIDIARIES")]
+        + [
+            ("text", "Revenue grew because customers bought more widgets in the"),
+            ("text", "23"),
+            ("text", "Table of Contents"),
+            ("text", "ACME CORP AND SUBSIDIARIES"),
+            ("text", "fourth quarter than a year before."),
+            ("table", "| a | b |\n| --- | --- |\n| x | 1 |"),
+            ("text", "- 24 -"),
+            ("text", "F-3"),
+            ("text", "(Continued)"),
+            ("text", "Not applicable."),
+        ]
+        + [("text", "ACME CORP AND SUBSIDIARIES"), ("text", "Page 7")] * 4
+    )
     out = strip_furniture(blocks)
     texts = [t for k, t in out if k == "text"]
-    assert texts == ["ACME CORP AND SUBSIDIARIES",
-                     "Revenue grew because customers bought more widgets in the fourth quarter than a year before.",
-                     "Not applicable."]
+    assert texts == [
+        "ACME CORP AND SUBSIDIARIES",
+        "Revenue grew because customers bought more widgets in the fourth quarter than a year before.",
+        "Not applicable.",
+    ]
     assert ("table", "| a | b |\n| --- | --- |\n| x | 1 |") in out
 
 
@@ -121,14 +159,18 @@ def test_page_numbered_footers_go_and_numbered_headings_stay():
     from finhallu.sources.furniture import is_furniture, strip_furniture
 
     assert is_furniture("Apple Inc. | 2024 Form 10-K | 20") and not is_furniture("Form 10-K filed in 2024 lists 20 risks")
-    blocks = [("text", f"Hanriver Bank Annual Report {n}") for n in range(3, 9)] + \
-             [("text", f"ITEM {n}") for n in range(1, 7)] + [("text", "Note 3"), ("text", "Sales rose 5 percent in 2024")]
+    blocks = (
+        [("text", f"Hanriver Bank Annual Report {n}") for n in range(3, 9)]
+        + [("text", f"ITEM {n}") for n in range(1, 7)]
+        + [("text", "Note 3"), ("text", "Sales rose 5 percent in 2024")]
+    )
     texts = [t for _, t in strip_furniture(blocks)]
     assert texts == [f"ITEM {n}" for n in range(1, 7)] + ["Note 3", "Sales rose 5 percent in 2024"]
 
 
-@pytest.mark.parametrize("name", ["nvda-10-k-2025-02-26.html", "parity_gate_10-K_0001193125-10-073212.html",
-                                  "aapl-10-k-2024-11-01.html"])
+@pytest.mark.parametrize(
+    "name", ["nvda-10-k-2025-02-26.html", "parity_gate_10-K_0001193125-10-073212.html", "aapl-10-k-2024-11-01.html"]
+)
 def test_no_passage_of_a_real_filing_is_page_furniture(real_data, name):
     from collections import Counter
 
@@ -141,15 +183,21 @@ def test_no_passage_of_a_real_filing_is_page_furniture(real_data, name):
     assert max(repeats.values(), default=0) < 5, repeats.most_common(3)
 
 
-@pytest.mark.parametrize("name,statement_row", [
-    ("aapl-10-k-2024-11-01.html", "Total net sales"),
-    ("nvda-10-k-2025-02-26.html", "Cost of revenue"),  # statements printed after Item 15
-    ("parity_gate_10-K_0001193125-10-073212.html", "Total investments"),  # GAINSCO, after Item 15
-])
+@pytest.mark.parametrize(
+    "name,statement_row",
+    [
+        ("aapl-10-k-2024-11-01.html", "Total net sales"),
+        ("nvda-10-k-2025-02-26.html", "Cost of revenue"),  # statements printed after Item 15
+        ("parity_gate_10-K_0001193125-10-073212.html", "Total investments"),  # GAINSCO, after Item 15
+    ],
+)
 def test_statements_carry_the_financial_statements_role_whatever_item_they_follow(real_data, name, statement_row):
     doc = next(d for d in load_10k(_fixture(real_data, name)) if hasattr(d, "blocks"))
-    statements = [b for b in doc.blocks if b.kind == "table" and f"| {statement_row} |" in b.text
-                  and b.section_path.startswith(("Item 8", "Item 15", "Item 16"))]
+    statements = [
+        b
+        for b in doc.blocks
+        if b.kind == "table" and f"| {statement_row} |" in b.text and b.section_path.startswith(("Item 8", "Item 15", "Item 16"))
+    ]
     assert statements, statement_row
     assert all(b.role == "financial_statements" for b in statements), {b.section_path for b in statements}
     roles = {b.role for b in doc.blocks}

@@ -18,12 +18,20 @@ from finhallu.warehouse import Catalog
 
 def _docs(ids, splits=None, institutions=None):
     n = len(ids)
-    return pl.DataFrame({
-        "doc_id": ids, "source": ["aihub"] * n, "institution": institutions or ["기관A"] * n, "lang": ["ko"] * n,
-        "title": ["t"] * n, "doc_type": ["x"] * n, "published": [None] * n, "source_path": ["p"] * n,
-        "split": splits or ["train"] * n,
-        "blocks": [[{"block_id": "b", "section_path": "s", "kind": "text", "text": "본문"}]] * n,
-    })
+    return pl.DataFrame(
+        {
+            "doc_id": ids,
+            "source": ["aihub"] * n,
+            "institution": institutions or ["기관A"] * n,
+            "lang": ["ko"] * n,
+            "title": ["t"] * n,
+            "doc_type": ["x"] * n,
+            "published": [None] * n,
+            "source_path": ["p"] * n,
+            "split": splits or ["train"] * n,
+            "blocks": [[{"block_id": "b", "section_path": "s", "kind": "text", "text": "본문"}]] * n,
+        }
+    )
 
 
 def test_valid_table_passes():
@@ -52,8 +60,10 @@ def test_stage_rule_institution_in_two_splits_fails():
 
 
 def test_referential_integrity_against_parent():
-    passages = pl.DataFrame({"passage_id": ["p1"], "model": ["m"], "dim": [2], "vector": [[0.1, 0.2]]},
-                            schema_overrides={"vector": pl.List(pl.Float32)})
+    passages = pl.DataFrame(
+        {"passage_id": ["p1"], "model": ["m"], "dim": [2], "vector": [[0.1, 0.2]]},
+        schema_overrides={"vector": pl.List(pl.Float32)},
+    )
     parents = {"passages": pl.DataFrame({"passage_id": ["p2"]})}
     res = run_gate("embeddings", CONTRACTS["embeddings"].conform(passages), parents)
     assert any("references passages.passage_id" in (r["detail"] or "") for r in res.failed)
@@ -96,5 +106,7 @@ def test_failed_gate_publishes_nothing_and_keeps_previous_version(tmp_path, monk
     assert "passages" in str(err.value) and "expect_column_values_to_be_unique" in str(err.value)
     assert [r["version"] for r in store.records("passages")] == [good["passages"].version]
     assert store.current() == before
-    dq = [json.loads(x) for x in (tmp_path / "catalog" / "dq_results" / "build-2__chunk__passages.jsonl").read_text().splitlines()]
+    dq = [
+        json.loads(x) for x in (tmp_path / "catalog" / "dq_results" / "build-2__chunk__passages.jsonl").read_text().splitlines()
+    ]
     assert any(r["outcome"] == "failed" and r["expectation"] == "expect_column_values_to_be_unique" for r in dq)

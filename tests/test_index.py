@@ -92,8 +92,8 @@ def test_ties_broken_by_id_order():
     idx = ix.build_index(x, ids, model_id="m", cfg=FLAT)
     for k in (10, 40, 45):
         scores, got = idx.search(dup[None, :], k)
-        assert got[0][:min(k, 40)] == want[:k]
-        assert len(set(scores[0, :min(k, 40)].tolist())) == 1
+        assert got[0][: min(k, 40)] == want[:k]
+        assert len(set(scores[0, : min(k, 40)].tolist())) == 1
     _, rows = ix.exact_search_numpy(x, dup[None, :], 10, ids)
     assert [ids[r] for r in rows[0]] == want[:10]
     # a query orthogonal to everything ties all n vectors at 0: the smallest ids win
@@ -184,8 +184,9 @@ def test_incremental_ivf_equals_rebuild_with_same_quantizer(tmp_path, monkeypatc
     s1, i1 = inc.search(q, 10)
     s2, i2 = rebuilt.search(q, 10)
     assert i1 == i2 and np.array_equal(s1, s2)
-    assert [fresh.invlists.list_size(c) for c in range(fresh.nlist)] == \
-        [inc.index.invlists.list_size(c) for c in range(inc.index.nlist)]
+    assert [fresh.invlists.list_size(c) for c in range(fresh.nlist)] == [
+        inc.index.invlists.list_size(c) for c in range(inc.index.nlist)
+    ]
     # grown past ivf_retrain_growth x the trained size: retrained from scratch
     grown = ix.build_index(x, ids, model_id="m2", cfg=cfg, cache_dir=tmp_path)
     assert grown.origin == "built"
@@ -308,7 +309,7 @@ def test_ivf_short_result_lists_are_padded():
     _, rows = idx.search_rows(q, 200)
     for s, g, r in zip(scores, got, rows):
         assert len(g) == int(np.isfinite(s).sum()) == int((r >= 0).sum()) <= 200
-        assert np.all(np.isneginf(s[len(g):]))
+        assert np.all(np.isneginf(s[len(g) :]))
 
 
 def _fingerprint(kind: str) -> str:
@@ -332,8 +333,7 @@ def test_ann_builds_are_deterministic_across_runs_and_threads():
             two = _fingerprint(kind)
         assert one == two
         prints[kind] = one
-    code = ("import sys; sys.path.insert(0, 'tests'); import test_index as t; "
-            "print(t._fingerprint('ivf'), t._fingerprint('hnsw'))")
+    code = "import sys; sys.path.insert(0, 'tests'); import test_index as t; print(t._fingerprint('ivf'), t._fingerprint('hnsw'))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [prints["ivf"], prints["hnsw"]]

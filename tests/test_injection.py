@@ -23,34 +23,77 @@ from finhallu.text.sentences import split_sentences
 INJ = load_injectors()
 
 # ---- passages and clues ---------------------------------------------------------------------------
-DEPOSIT = ("예금보험공사는 금융회사가 파산 등으로 예금을 지급할 수 없는 경우 1인당 1억 원까지 원금과 소정의 이자를 보호합니다. "
-           "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다. "
-           "외화예금도 보호 대상에 포함되며, 보호 여부는 금융상품 설명서에서 확인할 수 있습니다.")
-DEPOSIT_CLUE = "예금보험공사는 금융회사가 파산 등으로 예금을 지급할 수 없는 경우 1인당 1억 원까지 원금과 소정의 이자를 보호합니다."
-DSR = ("스트레스 DSR 3단계가 시행됩니다. 차주별 DSR 규제 비율은 은행권 40%, 비은행권 50%가 적용됩니다. "
-       "총 대출액이 1억 원 이하인 차주는 적용 대상에서 제외됩니다.")
+DEPOSIT = (
+    "예금보험공사는 금융회사가 파산 등으로 예금을 지급할 수 없는 경우 1인당 1억 원까지 원금과 소정의 이자를 보호합니다. "
+    "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다. "
+    "외화예금도 보호 대상에 포함되며, 보호 여부는 금융상품 설명서에서 확인할 수 있습니다."
+)
+DEPOSIT_CLUE = (
+    "예금보험공사는 금융회사가 파산 등으로 예금을 지급할 수 없는 경우 1인당 1억 원까지 원금과 소정의 이자를 보호합니다."
+)
+DSR = (
+    "스트레스 DSR 3단계가 시행됩니다. 차주별 DSR 규제 비율은 은행권 40%, 비은행권 50%가 적용됩니다. "
+    "총 대출액이 1억 원 이하인 차주는 적용 대상에서 제외됩니다."
+)
 DSR_CLUE = "차주별 DSR 규제 비율은 은행권 40%, 비은행권 50%가 적용됩니다."
-INSURANCE = ("보험금 청구권은 3년간 행사하지 아니하면 시효의 완성으로 소멸합니다. "
-             "보험계약자는 청약을 한 날부터 30일 이내에 청약을 철회할 수 있습니다.")
-JEONSE = ("전세 계약이 끝났는데도 집주인이 전세보증금을 돌려주지 않으면 보증기관이 대신 지급합니다. "
-          "정기예금은 만기 전 중도 인출이 불가능합니다. 적금은 만기 시 이자를 한꺼번에 받습니다. "
-          "연소득 7천만 원 이상인 경우 우대금리가 적용되지 않습니다.")
-TENK = ("Net interest income increased to $1.2 billion in 2023, driven by higher deposit rates. "
-        "Total assets were $45.3 billion at year end.")
+INSURANCE = (
+    "보험금 청구권은 3년간 행사하지 아니하면 시효의 완성으로 소멸합니다. "
+    "보험계약자는 청약을 한 날부터 30일 이내에 청약을 철회할 수 있습니다."
+)
+JEONSE = (
+    "전세 계약이 끝났는데도 집주인이 전세보증금을 돌려주지 않으면 보증기관이 대신 지급합니다. "
+    "정기예금은 만기 전 중도 인출이 불가능합니다. 적금은 만기 시 이자를 한꺼번에 받습니다. "
+    "연소득 7천만 원 이상인 경우 우대금리가 적용되지 않습니다."
+)
+TENK = (
+    "Net interest income increased to $1.2 billion in 2023, driven by higher deposit rates. "
+    "Total assets were $45.3 billion at year end."
+)
 TENK_CLUE = "Net interest income increased to $1.2 billion in 2023, driven by higher deposit rates."
 
 
-def make_view(response: str, *, answer: str = "1억 원", clue: str = DEPOSIT_CLUE, gold: str | None = DEPOSIT,
-              evidence: list[str] | None = None, kind: str = "question", history: list[dict] | None = None,
-              answerable: bool = True, lang: str = "ko", query: str = "예금자보호 한도는 얼마인가요?", **kw) -> TurnView:
+def make_view(
+    response: str,
+    *,
+    answer: str = "1억 원",
+    clue: str = DEPOSIT_CLUE,
+    gold: str | None = DEPOSIT,
+    evidence: list[str] | None = None,
+    kind: str = "question",
+    history: list[dict] | None = None,
+    answerable: bool = True,
+    lang: str = "ko",
+    query: str = "예금자보호 한도는 얼마인가요?",
+    **kw,
+) -> TurnView:
     history = history or []
-    turn = {"turn_id": "dlg-1#t%d" % (len(history) + 1), "turn_index": len(history) + 1, "kind": kind,
-            "response": response, "answerable": answerable, "answer": answer, "clue_text": clue,
-            "standalone_query": query, "query": query, "seed_id": "s1", "gold_passage_id": "p1",
-            "context": [{"passage_id": "p1", "role": "gold"}]}
-    fields = dict(turn=turn, history=history, lang=lang, evidence=evidence if evidence is not None else [gold],
-                  gold_text=gold, other_context=[], sibling_seeds=[], hard_negatives=[],
-                  seed={"seed_id": "s1", "passage_id": "p1"}, doc_id="doc-1", variant="rules_a")
+    turn = {
+        "turn_id": "dlg-1#t%d" % (len(history) + 1),
+        "turn_index": len(history) + 1,
+        "kind": kind,
+        "response": response,
+        "answerable": answerable,
+        "answer": answer,
+        "clue_text": clue,
+        "standalone_query": query,
+        "query": query,
+        "seed_id": "s1",
+        "gold_passage_id": "p1",
+        "context": [{"passage_id": "p1", "role": "gold"}],
+    }
+    fields = dict(
+        turn=turn,
+        history=history,
+        lang=lang,
+        evidence=evidence if evidence is not None else [gold],
+        gold_text=gold,
+        other_context=[],
+        sibling_seeds=[],
+        hard_negatives=[],
+        seed={"seed_id": "s1", "passage_id": "p1"},
+        doc_id="doc-1",
+        variant="rules_a",
+    )
     fields.update(kw)
     return TurnView(**fields)
 
@@ -59,17 +102,29 @@ def run(htype: str, view: TurnView, subtype: str | None = None, seed: int = 0) -
     return INJ[htype].inject(view, subtype, random.Random(seed))
 
 
-def judge(view: TurnView, out: Injected, htype: str, evidence: list[str] | None = None,
-          history: str | None = None, new: str | None = None) -> bool:
-    inj = {"original_response": view.turn["response"], "injected_response": new if new is not None else out.response,
-           "hallu_type": htype, "hallu_subtype": out.subtype if out is not None else None}
-    ok, _why = verify_label(inj, view.turn, view.evidence if evidence is None else evidence,
-                            view.history_text if history is None else history)
+def judge(
+    view: TurnView,
+    out: Injected,
+    htype: str,
+    evidence: list[str] | None = None,
+    history: str | None = None,
+    new: str | None = None,
+) -> bool:
+    inj = {
+        "original_response": view.turn["response"],
+        "injected_response": new if new is not None else out.response,
+        "hallu_type": htype,
+        "hallu_subtype": out.subtype if out is not None else None,
+    }
+    ok, _why = verify_label(
+        inj, view.turn, view.evidence if evidence is None else evidence, view.history_text if history is None else history
+    )
     return ok
 
 
-def fake(orig: str, new: str, htype: str, subtype: str | None, view: TurnView,
-         evidence: list[str] | None = None, history: str = "") -> bool:
+def fake(
+    orig: str, new: str, htype: str, subtype: str | None, view: TurnView, evidence: list[str] | None = None, history: str = ""
+) -> bool:
     inj = {"original_response": orig, "injected_response": new, "hallu_type": htype, "hallu_subtype": subtype}
     return verify_label(inj, view.turn, view.evidence if evidence is None else evidence, history)[0]
 
@@ -82,9 +137,18 @@ def test_registry_covers_the_taxonomy():
     from finhallu.taxonomy import HALLU_TYPES
 
     assert set(INJ) == set(HALLU_TYPES)
-    assert hallu_subtypes() == ("number_error", "modifier_change", "financial_term_misunderstanding", "inconsistency",
-                                "entity_error", "condition_not_satisfied", "question_misunderstanding",
-                                "off_topic_drift", "fabricated_detail", "subjective_opinion")
+    assert hallu_subtypes() == (
+        "number_error",
+        "modifier_change",
+        "financial_term_misunderstanding",
+        "inconsistency",
+        "entity_error",
+        "condition_not_satisfied",
+        "question_misunderstanding",
+        "off_topic_drift",
+        "fabricated_detail",
+        "subjective_opinion",
+    )
     for leaf in LEAVES.in_order():
         assert leaf.subtype in INJ[leaf.hallu_type].subtypes or (leaf.subtype is None and not INJ[leaf.hallu_type].subtypes)
         for lang in ("ko", "en"):
@@ -92,13 +156,16 @@ def test_registry_covers_the_taxonomy():
 
 
 # ---- Contradictory ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("response,answer", [
-    ("예금자보호 한도는 1인당 1억 원입니다.", "1억 원"),
-    # x2 of 5,000만 is 1억 (stated in the evidence): must never be produced, in any spelling
-    ("보호 한도는 5,000만 원에서 1억 원으로 상향되었습니다.", "5,000만 원"),
-    ("예금자보호 한도는 100,000,000원입니다.", "100,000,000원"),
-    ("상향 전 한도는 50,000,000원이었습니다.", "50,000,000원"),
-])
+@pytest.mark.parametrize(
+    "response,answer",
+    [
+        ("예금자보호 한도는 1인당 1억 원입니다.", "1억 원"),
+        # x2 of 5,000만 is 1억 (stated in the evidence): must never be produced, in any spelling
+        ("보호 한도는 5,000만 원에서 1억 원으로 상향되었습니다.", "5,000만 원"),
+        ("예금자보호 한도는 100,000,000원입니다.", "100,000,000원"),
+        ("상향 전 한도는 50,000,000원이었습니다.", "50,000,000원"),
+    ],
+)
 def test_number_error_introduces_a_value_absent_from_the_evidence(response, answer):
     ev_keys = number_keys(DEPOSIT)
     seen = set()
@@ -137,12 +204,15 @@ def test_perturbed_round_numbers_keep_their_grain():
         assert re.fullmatch(r"\d+\.\d", dec) and dec != "16.2"
 
 
-@pytest.mark.parametrize("response,old,new", [
-    ("정기예금은 만기 전 중도 인출이 불가능합니다.", "불가능", "가능"),
-    ("정기예금은 만기 전 중도 인출이 가능합니다.", "가능", "불가능"),
-    ("연소득 7천만 원 이상인 경우 우대금리가 적용되지 않습니다.", "이상", "미만"),
-    ("올해 가계대출 잔액은 전년 대비 증가했습니다.", "증가", "감소"),
-])
+@pytest.mark.parametrize(
+    "response,old,new",
+    [
+        ("정기예금은 만기 전 중도 인출이 불가능합니다.", "불가능", "가능"),
+        ("정기예금은 만기 전 중도 인출이 가능합니다.", "가능", "불가능"),
+        ("연소득 7천만 원 이상인 경우 우대금리가 적용되지 않습니다.", "이상", "미만"),
+        ("올해 가계대출 잔액은 전년 대비 증가했습니다.", "증가", "감소"),
+    ],
+)
 def test_modifier_change_flips_one_lexicon_pair(response, old, new):
     view = make_view(response, gold=DEPOSIT, clue=response, answer="")
     out = run("contradictory", view, "modifier_change")
@@ -168,12 +238,15 @@ def test_modifier_change_is_refused_when_the_evidence_states_the_edited_sentence
     assert run("contradictory", view, "modifier_change") is None
 
 
-@pytest.mark.parametrize("response,expected", [
-    ("만기 시 이자를 한꺼번에 받습니다.", "만기 시 원금을 한꺼번에 받습니다."),  # 이자를 -> 원금을
-    ("예금자보호 한도는 1인당 1억 원입니다.", "보장 대상은 1인당 1억 원입니다."),  # 는 -> 은, longest entry first
-    ("만기가 지나면 보험금이 지급됩니다.", "만기가 지나면 보험료가 지급됩니다."),  # 이 -> 가
-    ("전세보증금을 돌려받지 못하면 보증기관이 대신 지급합니다.", "월세보증금을 돌려받지 못하면 보증기관이 대신 지급합니다."),
-])
+@pytest.mark.parametrize(
+    "response,expected",
+    [
+        ("만기 시 이자를 한꺼번에 받습니다.", "만기 시 원금을 한꺼번에 받습니다."),  # 이자를 -> 원금을
+        ("예금자보호 한도는 1인당 1억 원입니다.", "보장 대상은 1인당 1억 원입니다."),  # 는 -> 은, longest entry first
+        ("만기가 지나면 보험금이 지급됩니다.", "만기가 지나면 보험료가 지급됩니다."),  # 이 -> 가
+        ("전세보증금을 돌려받지 못하면 보증기관이 대신 지급합니다.", "월세보증금을 돌려받지 못하면 보증기관이 대신 지급합니다."),
+    ],
+)
 def test_term_swap_rechooses_the_following_particle(response, expected):
     view = make_view(response, gold=JEONSE + " " + DEPOSIT)
     out = run("contradictory", view, "financial_term_misunderstanding")
@@ -183,8 +256,14 @@ def test_term_swap_rechooses_the_following_particle(response, expected):
 
 
 def test_english_turn_swaps_and_changes_numbers_case_preserving():
-    view = make_view("Net interest income increased to $1.2 billion in 2023.", answer="$1.2 billion", clue=TENK_CLUE,
-                     gold=TENK, lang="en", query="What was net interest income in 2023?")
+    view = make_view(
+        "Net interest income increased to $1.2 billion in 2023.",
+        answer="$1.2 billion",
+        clue=TENK_CLUE,
+        gold=TENK,
+        lang="en",
+        query="What was net interest income in 2023?",
+    )
     term = run("contradictory", view, "financial_term_misunderstanding")
     assert term.response == "Noninterest income increased to $1.2 billion in 2023."
     mod = run("contradictory", view, "modifier_change")
@@ -228,7 +307,9 @@ def test_inconsistency_needs_a_prior_statement_and_contradicts_the_history():
 
 def test_inconsistency_by_flipping_a_word_said_earlier():
     hist = [{"query": "정기예금은 만기 전에 인출할 수 있나요?", "response": "정기예금은 만기 전 중도 인출이 불가능합니다."}]
-    view = make_view("네, 다시 확인해도 만기 전 중도 인출은 불가능합니다.", kind="reconfirm", history=hist, gold=JEONSE, answer="")
+    view = make_view(
+        "네, 다시 확인해도 만기 전 중도 인출은 불가능합니다.", kind="reconfirm", history=hist, gold=JEONSE, answer=""
+    )
     out = run("contradictory", view, "inconsistency")
     assert out.response == "네, 다시 확인해도 만기 전 중도 인출은 가능합니다."
     assert judge(view, out, "contradictory")
@@ -288,14 +369,38 @@ def test_condition_not_satisfied_uses_the_other_conditions_value():
 
 
 SIBLINGS = [
-    {"seed_id": "s2", "passage_id": "p1", "question": "외화예금도 보호되나요?", "answer": "예",
-     "clue_text": "외화예금도 보호 대상에 포함되며", "qa_kind": "yesno"},
-    {"seed_id": "s3", "passage_id": "p1", "question": "보호 한도는 언제부터 상향되었나요?", "answer": "2025년 9월 1일",
-     "clue_text": "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다.", "qa_kind": "span"},  # clue holds 1억
-    {"seed_id": "s4", "passage_id": "p1", "question": "예금 보호 여부는 어디에서 확인할 수 있나요?", "answer": "금융상품 설명서",
-     "clue_text": "외화예금도 보호 대상에 포함되며, 보호 여부는 금융상품 설명서에서 확인할 수 있습니다.", "qa_kind": "span"},
-    {"seed_id": "s5", "passage_id": "p9", "question": "보험금 청구권의 소멸시효는?", "answer": "3년",
-     "clue_text": "보험금 청구권은 3년간 행사하지 아니하면 시효의 완성으로 소멸합니다.", "qa_kind": "span"},
+    {
+        "seed_id": "s2",
+        "passage_id": "p1",
+        "question": "외화예금도 보호되나요?",
+        "answer": "예",
+        "clue_text": "외화예금도 보호 대상에 포함되며",
+        "qa_kind": "yesno",
+    },
+    {
+        "seed_id": "s3",
+        "passage_id": "p1",
+        "question": "보호 한도는 언제부터 상향되었나요?",
+        "answer": "2025년 9월 1일",
+        "clue_text": "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다.",
+        "qa_kind": "span",
+    },  # clue holds 1억
+    {
+        "seed_id": "s4",
+        "passage_id": "p1",
+        "question": "예금 보호 여부는 어디에서 확인할 수 있나요?",
+        "answer": "금융상품 설명서",
+        "clue_text": "외화예금도 보호 대상에 포함되며, 보호 여부는 금융상품 설명서에서 확인할 수 있습니다.",
+        "qa_kind": "span",
+    },
+    {
+        "seed_id": "s5",
+        "passage_id": "p9",
+        "question": "보험금 청구권의 소멸시효는?",
+        "answer": "3년",
+        "clue_text": "보험금 청구권은 3년간 행사하지 아니하면 시효의 완성으로 소멸합니다.",
+        "qa_kind": "span",
+    },
 ]
 
 
@@ -313,15 +418,17 @@ def test_question_misunderstanding_answers_a_sibling_question():
 
 
 def test_off_topic_drift_takes_content_from_another_document_or_adjacent_information():
-    others = [{"passage_id": "p7", "text": INSURANCE, "doc_id": "doc-2"},
-              {"passage_id": "p8", "text": "같은 문서에 실린 예금자보호 제도의 다른 설명 문단입니다.", "doc_id": "doc-1"}]
+    others = [
+        {"passage_id": "p7", "text": INSURANCE, "doc_id": "doc-2"},
+        {"passage_id": "p8", "text": "같은 문서에 실린 예금자보호 제도의 다른 설명 문단입니다.", "doc_id": "doc-1"},
+    ]
     view = make_view("안내에 따르면 예금자보호 한도는 1인당 1억 원입니다.", other_context=others, evidence=[DEPOSIT, INSURANCE])
     seen = set()
     for seed in range(16):
         out = run("irrelevance", view, "off_topic_drift", seed)
         assert out.subtype == "off_topic_drift"
         assert out.response.startswith("안내에 따르면 ")  # discourse opener kept
-        drift = out.response[len("안내에 따르면 "):]
+        drift = out.response[len("안내에 따르면 ") :]
         if out.strategy == "other_document":
             assert "p7" in out.edit and drift in split_sentences(INSURANCE)
         else:  # the hard variant: adjacent information of the same document (p8, or the gold passage)
@@ -393,13 +500,19 @@ def test_verify_label_rejects_corrupted_injections():
     assert not fake(m_orig, "정기예금은 만기 전 중도 인출이 어렵습니다.", "contradictory", "modifier_change", vm)
     assert not fake(m_orig, "정기예금은 만기 전 중도 인출이 가능합니다.", "contradictory", "financial_term_misunderstanding", vm)
     assert fake(m_orig, "정기예금은 만기 전 중도 인출이 가능합니다.", "contradictory", "modifier_change", vm)
-    assert not fake("적금은 만기 시 이자를 받습니다.", "적금은 만기 시 돈을 받습니다.", "contradictory",
-                    "financial_term_misunderstanding", vm)
+    assert not fake(
+        "적금은 만기 시 이자를 받습니다.", "적금은 만기 시 돈을 받습니다.", "contradictory", "financial_term_misunderstanding", vm
+    )
     # inconsistency that does not depart from the history
     assert not fake(orig, orig, "contradictory", "inconsistency", v, history=HISTORY[0]["response"])
     # unverifiable: the "added" sentence is in the evidence / is no opinion
-    assert not fake(orig, orig + " 보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다.",
-                    "unverifiable", "fabricated_detail", v)
+    assert not fake(
+        orig,
+        orig + " 보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다.",
+        "unverifiable",
+        "fabricated_detail",
+        v,
+    )
     assert not fake(orig, orig + " 외화예금도 보호 대상에 포함됩니다.", "unverifiable", "subjective_opinion", v)
     assert fake(orig, orig + " 솔직히 이 정도면 누구에게나 추천할 만한 조건입니다.", "unverifiable", "subjective_opinion", v)
     # condition_not_satisfied with a value no condition states, or keeping the answer
@@ -413,8 +526,9 @@ def test_verify_label_rejects_corrupted_injections():
     assert not fake(orig, "보호 한도는 1억 원으로 상향되었습니다.", "irrelevance", "question_misunderstanding", v)
     # false refusal that does not refuse; false acceptance that refuses
     assert not fake(orig, "예금자보호 한도는 1인당 2억 원입니다.", "false_refusal", None, v)
-    assert not fake(orig, "죄송하지만 참고한 문서에 정보가 없어 답변드릴 수 없습니다.", "false_acceptance", None, v,
-                    evidence=[INSURANCE])
+    assert not fake(
+        orig, "죄송하지만 참고한 문서에 정보가 없어 답변드릴 수 없습니다.", "false_acceptance", None, v, evidence=[INSURANCE]
+    )
     # an unknown subtype never verifies
     assert not fake(orig, "예금자보호 한도는 1인당 3억 원입니다.", "contradictory", "made_up", v)
 
@@ -427,11 +541,23 @@ CASES = [
     ("contradictory", "inconsistency", lambda: make_view("네, 한도는 1인당 1억 원입니다.", kind="reconfirm", history=HISTORY)),
     ("unverifiable", "fabricated_detail", lambda: make_view(TWO_SENTENCES)),
     ("unverifiable", "subjective_opinion", lambda: make_view(TWO_SENTENCES)),
-    ("irrelevance", "condition_not_satisfied",
-     lambda: make_view("은행권 DSR 규제 비율은 40%입니다.", answer="40%", clue=DSR_CLUE, gold=DSR)),
+    (
+        "irrelevance",
+        "condition_not_satisfied",
+        lambda: make_view("은행권 DSR 규제 비율은 40%입니다.", answer="40%", clue=DSR_CLUE, gold=DSR),
+    ),
     ("irrelevance", "question_misunderstanding", lambda: make_view("예금자보호 한도는 1억 원입니다.", sibling_seeds=SIBLINGS)),
-    ("irrelevance", "off_topic_drift", lambda: make_view("예금자보호 한도는 1억 원입니다.", other_context=[
-        {"passage_id": "p7", "text": INSURANCE, "doc_id": "doc-2"}, {"passage_id": "p8", "text": DSR, "doc_id": "doc-3"}])),
+    (
+        "irrelevance",
+        "off_topic_drift",
+        lambda: make_view(
+            "예금자보호 한도는 1억 원입니다.",
+            other_context=[
+                {"passage_id": "p7", "text": INSURANCE, "doc_id": "doc-2"},
+                {"passage_id": "p8", "text": DSR, "doc_id": "doc-3"},
+            ],
+        ),
+    ),
     ("false_acceptance", None, lambda: make_view("예금자보호 한도는 1억 원입니다.", hard_negatives=list(NEGATIVES))),
     ("false_refusal", None, lambda: make_view("예금자보호 한도는 1억 원입니다.")),
 ]
@@ -462,8 +588,9 @@ def test_naturalness_penalizes_broken_particles_and_spacing():
     score, issues = naturalness(orig, "적금은  만기 시 원금을를 한꺼번에", "contradictory")
     assert score == 1 and len(issues) == 3
     assert naturalness(orig, orig + " " + orig * 3, "contradictory")[0] == 2  # length ratio
-    assert naturalness(orig, "죄송하지만 참고한 문서에 적금에 대한 정보가 없어 답변드릴 수 없습니다. 해당 기관에 문의하세요.",
-                       "false_refusal") == (3, [])
+    assert naturalness(
+        orig, "죄송하지만 참고한 문서에 적금에 대한 정보가 없어 답변드릴 수 없습니다. 해당 기관에 문의하세요.", "false_refusal"
+    ) == (3, [])
 
 
 def test_naturalness_accepts_nouns_ending_in_i_before_ga():
@@ -477,10 +604,14 @@ def test_naturalness_accepts_nouns_ending_in_i_before_ga():
 from finhallu.injectors import entities  # noqa: E402
 from finhallu.injectors.verify import edit_distance  # noqa: E402
 
-CORPUS = [JEONSE, DEPOSIT, INSURANCE,
-          "주택도시보증공사와 한국주택금융공사는 전세보증을 제공합니다. 서민금융진흥원은 햇살론을 운영합니다.",
-          "주택담보대출과 신용대출의 금리는 기준금리와 가산금리로 정해집니다. 정기예금과 정기적금은 예금자보호 대상입니다.",
-          "신용카드와 체크카드의 부가서비스는 다릅니다."]
+CORPUS = [
+    JEONSE,
+    DEPOSIT,
+    INSURANCE,
+    "주택도시보증공사와 한국주택금융공사는 전세보증을 제공합니다. 서민금융진흥원은 햇살론을 운영합니다.",
+    "주택담보대출과 신용대출의 금리는 기준금리와 가산금리로 정해집니다. 정기예금과 정기적금은 예금자보호 대상입니다.",
+    "신용카드와 체크카드의 부가서비스는 다릅니다.",
+]
 INV = entities.EntityInventory.build(CORPUS, "ko")
 HUG = "전세 계약이 끝났는데도 집주인이 보증금을 돌려주지 않으면 주택도시보증공사가 대신 지급합니다."
 
@@ -497,8 +628,14 @@ def test_inventory_types_organisations_products_and_terms():
 @pytest.mark.parametrize("strategy", ["embedding", "instructed"])
 @pytest.mark.parametrize("selection", ["uniform", "theme", "position"])
 def test_entity_error_swaps_one_entity_for_another_of_its_type(strategy, selection):
-    view = make_view(HUG, gold=JEONSE + " 주택도시보증공사는 보증이행을 심사합니다.", clue=HUG, answer="주택도시보증공사",
-                     entities=INV, query="보증금을 못 받으면 누가 대신 지급하나요?")
+    view = make_view(
+        HUG,
+        gold=JEONSE + " 주택도시보증공사는 보증이행을 심사합니다.",
+        clue=HUG,
+        answer="주택도시보증공사",
+        entities=INV,
+        query="보증금을 못 받으면 누가 대신 지급하나요?",
+    )
     seen = set()
     for seed in range(8):
         out = entities.perturb(view, random.Random(seed), strategy, selection, sigma=0.5)
@@ -526,6 +663,7 @@ def test_entity_error_fixes_the_particle_and_needs_an_entity():
 
 def has_batchim(word: str) -> bool:
     from finhallu.text.words import has_final_consonant
+
     return has_final_consonant(word)
 
 
@@ -539,12 +677,13 @@ def test_position_selection_follows_head_body_tail():
         seg = how.split(":")[1].split("~")[0]
         rel = (start + end) / 2 / len(text)
         if "~" not in how:
-            lo, hi = {"head": (0, .25), "body": (.25, .75), "tail": (.75, 1.01)}[seg]
+            lo, hi = {"head": (0, 0.25), "body": (0.25, 0.75), "tail": (0.75, 1.01)}[seg]
             assert lo <= rel < hi, (name, how)
         segments.add(seg)
     assert segments == {"head", "body", "tail"}
-    (name, _, _), how = entities.select_mention(make_view(text, entities=INV, query="주택담보대출 한도는?"), found, "theme",
-                                                random.Random(0))
+    (name, _, _), how = entities.select_mention(
+        make_view(text, entities=INV, query="주택담보대출 한도는?"), found, "theme", random.Random(0)
+    )
     assert how == "theme" and name == "주택담보대출"
 
 
@@ -581,16 +720,28 @@ def test_edit_distance_counts_characters_and_words():
 
 def test_injection_judge_rates_appropriateness_and_naturalness():
     from finhallu.stages.injection_qc import judge_injection
+
     orig = "예금자보호 한도는 1인당 1억 원입니다."
     turn = {"answerable": True, "clue_text": DEPOSIT_CLUE, "answer": "1억 원"}
     ok = judge_injection("contradictory", "number_error", orig, orig.replace("1억", "3억"), [DEPOSIT], "", turn, "ko")
     assert (ok.appropriateness, ok.naturalness) == (3, 3)
     wrong = judge_injection("contradictory", "number_error", orig, orig.replace("1억", "5천만"), [DEPOSIT], "", turn, "ko")
     assert wrong.appropriateness == 1 and any("label not verified" in r for r in wrong.reasons)
-    big = judge_injection("contradictory", "number_error", orig, "보험금 청구권의 예금자보호 한도는 가구당 무려 3억 원 정도로 알려져 있습니다.",
-                          [DEPOSIT], "", turn, "ko", max_edit_words=4)
+    big = judge_injection(
+        "contradictory",
+        "number_error",
+        orig,
+        "보험금 청구권의 예금자보호 한도는 가구당 무려 3억 원 정도로 알려져 있습니다.",
+        [DEPOSIT],
+        "",
+        turn,
+        "ko",
+        max_edit_words=4,
+    )
     assert big.appropriateness == 2 and any("not minimal" in r for r in big.reasons)
-    clumsy = judge_injection("contradictory", "number_error", orig, "예금자보호 한도는은  1인당 3억 원", [DEPOSIT], "", turn, "ko")
+    clumsy = judge_injection(
+        "contradictory", "number_error", orig, "예금자보호 한도는은  1인당 3억 원", [DEPOSIT], "", turn, "ko"
+    )
     assert clumsy.appropriateness == 3 and clumsy.naturalness == 1
 
 
@@ -604,17 +755,30 @@ def test_false_acceptance_context_holds_no_gold_passage_and_no_clue():
     assert fr.context is None  # P_n kept: the stage publishes the turn's own context
 
 
-@pytest.mark.parametrize("response,clue,answer", [
-    # a year is no condition, and a yes/no answer has no value to swap
-    ("아니요, 3년이 지나면 수수료가 없습니다. 2025년 1월 13일부터 기준이 바뀌었습니다.",
-     "대출을 받은 지 3년이 지난 뒤 상환하면 수수료가 없고, 2025년 1월 13일부터 기준이 바뀌었습니다.", "아니오"),
-    # a threshold and an amount are not values of parallel conditions
-    ("서울은 보증금 1억 6,500만 원 이하 임차인이 5,500만 원까지 우선변제를 받습니다.",
-     "서울의 경우 보증금 1억 6,500만 원 이하 임차인은 5,500만 원까지 우선해 변제받을 수 있습니다.", "1억 6,500만 원"),
-    # far apart across clauses: another quantity, not another condition's value
-    ("연체하면 최대 연 3%포인트를 더합니다.", "연체하면 약정 금리에 최대 연 3%포인트를 더한 연체이자율이 적용되며, 이 경우에도 연체이자율은 "
-     "법정최고금리 연 20%를 넘을 수 없습니다.", "3%포인트"),
-])
+@pytest.mark.parametrize(
+    "response,clue,answer",
+    [
+        # a year is no condition, and a yes/no answer has no value to swap
+        (
+            "아니요, 3년이 지나면 수수료가 없습니다. 2025년 1월 13일부터 기준이 바뀌었습니다.",
+            "대출을 받은 지 3년이 지난 뒤 상환하면 수수료가 없고, 2025년 1월 13일부터 기준이 바뀌었습니다.",
+            "아니오",
+        ),
+        # a threshold and an amount are not values of parallel conditions
+        (
+            "서울은 보증금 1억 6,500만 원 이하 임차인이 5,500만 원까지 우선변제를 받습니다.",
+            "서울의 경우 보증금 1억 6,500만 원 이하 임차인은 5,500만 원까지 우선해 변제받을 수 있습니다.",
+            "1억 6,500만 원",
+        ),
+        # far apart across clauses: another quantity, not another condition's value
+        (
+            "연체하면 최대 연 3%포인트를 더합니다.",
+            "연체하면 약정 금리에 최대 연 3%포인트를 더한 연체이자율이 적용되며, 이 경우에도 연체이자율은 "
+            "법정최고금리 연 20%를 넘을 수 없습니다.",
+            "3%포인트",
+        ),
+    ],
+)
 def test_condition_not_satisfied_needs_parallel_values_of_the_answer(response, clue, answer):
     view = make_view(response, answer=answer, clue=clue, gold=clue)
     assert run("irrelevance", view, "condition_not_satisfied") is None
@@ -622,7 +786,9 @@ def test_condition_not_satisfied_needs_parallel_values_of_the_answer(response, c
 
 def test_condition_not_satisfied_swaps_table_cells_under_their_headers():
     clue = "3억 원 이하 | 0.40% | 0.15%"
-    table = "영세가맹점 우대수수료율은 다음과 같습니다.\n연 매출액 | 신용카드 | 체크카드\n" + clue + "\n3억~5억 원 | 1.00% | 0.75%"
+    table = (
+        "영세가맹점 우대수수료율은 다음과 같습니다.\n연 매출액 | 신용카드 | 체크카드\n" + clue + "\n3억~5억 원 | 1.00% | 0.75%"
+    )
     view = make_view("체크카드 기준 연 매출액 3억 원 이하는 0.15%입니다.", answer="0.15%", clue=clue, gold=table)
     out = run("irrelevance", view, "condition_not_satisfied")
     # the other column's value under that column's header (체크카드 … 0.40% would be Contradictory)
@@ -641,21 +807,49 @@ def _one_sentence_changed(orig: str, new: str) -> str:
     return changed[0]
 
 
-DSR_LIST = ("현재 총대출액이 1억 원을 초과하는 차주에게는 차주 단위 DSR 규제가 적용되어, 은행권에서는 40%, "
-            "제2금융권에서는 50%를 넘지 않는 범위에서만 대출을 받을 수 있습니다.")
-CARD_LIST = ("기본 한도를 넘는 금액이 있더라도 전통시장, 대중교통, 문화비 사용분은 별도의 추가 한도 안에서 더 공제받을 수 있으며, "
-             "추가 한도는 총급여 7,000만 원 이하이면 300만 원, 초과하면 200만 원입니다.")
+DSR_LIST = (
+    "현재 총대출액이 1억 원을 초과하는 차주에게는 차주 단위 DSR 규제가 적용되어, 은행권에서는 40%, "
+    "제2금융권에서는 50%를 넘지 않는 범위에서만 대출을 받을 수 있습니다."
+)
+CARD_LIST = (
+    "기본 한도를 넘는 금액이 있더라도 전통시장, 대중교통, 문화비 사용분은 별도의 추가 한도 안에서 더 공제받을 수 있으며, "
+    "추가 한도는 총급여 7,000만 원 이하이면 300만 원, 초과하면 200만 원입니다."
+)
 HUG_LIST = "전세보증금은 수도권의 경우 7억 원 이하, 그 외 지역은 5억 원 이하인 경우에 한해 가입할 수 있습니다."
 
 
-@pytest.mark.parametrize("response,answer,clue,asked,other,condition", [
-    # the response restates the clue's list: the asked item goes, the other stays under its own condition
-    ("안내에 따르면 " + DSR_LIST + " 2025년 7월 1일부터 3단계가 시행되었습니다.", "40%", DSR_LIST, "40%", "50%", "제2금융권에서는"),
-    (CARD_LIST, "200만 원", CARD_LIST, "200만 원", "300만 원", "이하이면"),
-    # the response states only the asked item: the other value under the other condition
-    ("수도권 주택의 전세보증금이 7억 원 이하여야 가입할 수 있습니다.", "7억 원 이하", HUG_LIST, "7억 원", "5억 원", "그 외 지역"),
-    ("총급여 7,000만 원 초과 근로자의 추가 공제 한도는 200만 원입니다.", "200만 원", CARD_LIST, "200만 원", "300만 원", "이하"),
-])
+@pytest.mark.parametrize(
+    "response,answer,clue,asked,other,condition",
+    [
+        # the response restates the clue's list: the asked item goes, the other stays under its own condition
+        (
+            "안내에 따르면 " + DSR_LIST + " 2025년 7월 1일부터 3단계가 시행되었습니다.",
+            "40%",
+            DSR_LIST,
+            "40%",
+            "50%",
+            "제2금융권에서는",
+        ),
+        (CARD_LIST, "200만 원", CARD_LIST, "200만 원", "300만 원", "이하이면"),
+        # the response states only the asked item: the other value under the other condition
+        (
+            "수도권 주택의 전세보증금이 7억 원 이하여야 가입할 수 있습니다.",
+            "7억 원 이하",
+            HUG_LIST,
+            "7억 원",
+            "5억 원",
+            "그 외 지역",
+        ),
+        (
+            "총급여 7,000만 원 초과 근로자의 추가 공제 한도는 200만 원입니다.",
+            "200만 원",
+            CARD_LIST,
+            "200만 원",
+            "300만 원",
+            "이하",
+        ),
+    ],
+)
 def test_condition_not_satisfied_states_another_condition_with_its_value(response, answer, clue, asked, other, condition):
     """Not a number swap ("은행권에서는 50%, 제2금융권에서는 50%" is Contradictory): the other condition's
     value stated with that condition, the asked value nowhere, no value twice, one sentence edited."""
@@ -683,9 +877,20 @@ def test_condition_not_satisfied_is_infeasible_without_clean_parallel_conditions
     assert run("irrelevance", make_view(twice, answer="40%", clue=DSR_CLUE, gold=DSR), "condition_not_satisfied") is None
     # the other item's "condition" (최대) is one the question itself asks about: no other condition
     loan = "대출한도는 최대 3억 6천만 원이고, 생애최초 주택구입자는 최대 4억 2천만 원까지 받을 수 있습니다."
-    assert run("irrelevance", make_view(loan, answer="최대 4억 2천만 원", clue=loan, gold=loan,
-                                        query="생애최초 주택구입자는 보금자리론을 최대 얼마까지 빌릴 수 있어?"),
-               "condition_not_satisfied") is None
+    assert (
+        run(
+            "irrelevance",
+            make_view(
+                loan,
+                answer="최대 4억 2천만 원",
+                clue=loan,
+                gold=loan,
+                query="생애최초 주택구입자는 보금자리론을 최대 얼마까지 빌릴 수 있어?",
+            ),
+            "condition_not_satisfied",
+        )
+        is None
+    )
     # the response names no condition to replace
     bare = make_view("DSR 규제 비율은 40%입니다.", answer="40%", clue=DSR_CLUE, gold=DSR)
     assert run("irrelevance", bare, "condition_not_satisfied") is None
@@ -694,8 +899,11 @@ def test_condition_not_satisfied_is_infeasible_without_clean_parallel_conditions
 def test_condition_not_satisfied_keeps_the_responses_own_phrasing():
     """No stamped template: each injected response is its original with one local edit."""
     outs = []
-    for response in ("은행권에서 대출을 받으면 DSR 규제 비율 40%가 적용됩니다.", "은행권 DSR 규제 비율은 40%입니다.",
-                     "확인해 보니 은행권의 차주별 DSR 한도는 40%입니다. 총 대출액이 1억 원 이하인 차주는 제외됩니다."):
+    for response in (
+        "은행권에서 대출을 받으면 DSR 규제 비율 40%가 적용됩니다.",
+        "은행권 DSR 규제 비율은 40%입니다.",
+        "확인해 보니 은행권의 차주별 DSR 한도는 40%입니다. 총 대출액이 1억 원 이하인 차주는 제외됩니다.",
+    ):
         out = run("irrelevance", make_view(response, answer="40%", clue=DSR_CLUE, gold=DSR), "condition_not_satisfied")
         assert "비은행권" in _one_sentence_changed(response, out.response)
         assert out.response.replace("비은행권", "은행권").replace("50%", "40%") == response
@@ -703,32 +911,59 @@ def test_condition_not_satisfied_keeps_the_responses_own_phrasing():
     assert len({split_sentences(o)[0] for o in outs}) == len(outs)
 
 
-TENK_REV = ("Revenue decreased $0.2 billion in fiscal 2012. Revenue was $3.0 billion in fiscal 2012 compared to "
-            "$3.2 billion in fiscal 2011. The company operates 120 branches in three states.")
+TENK_REV = (
+    "Revenue decreased $0.2 billion in fiscal 2012. Revenue was $3.0 billion in fiscal 2012 compared to "
+    "$3.2 billion in fiscal 2011. The company operates 120 branches in three states."
+)
 EN_SIBLINGS = [
-    {"seed_id": "e2", "passage_id": "p1", "question": "What was revenue in fiscal 2012?", "answer": "$3.0 billion",
-     "clue_text": "Revenue was $3.0 billion in fiscal 2012 compared to $3.2 billion in fiscal 2011.", "qa_kind": "span"},
-    {"seed_id": "e3", "passage_id": "p1", "question": "How many branches does the company operate?",
-     "answer": "120 branches", "clue_text": "The company operates 120 branches in three states.", "qa_kind": "span"},
+    {
+        "seed_id": "e2",
+        "passage_id": "p1",
+        "question": "What was revenue in fiscal 2012?",
+        "answer": "$3.0 billion",
+        "clue_text": "Revenue was $3.0 billion in fiscal 2012 compared to $3.2 billion in fiscal 2011.",
+        "qa_kind": "span",
+    },
+    {
+        "seed_id": "e3",
+        "passage_id": "p1",
+        "question": "How many branches does the company operate?",
+        "answer": "120 branches",
+        "clue_text": "The company operates 120 branches in three states.",
+        "qa_kind": "span",
+    },
 ]
 
 
 def test_question_misunderstanding_never_lets_the_asked_answer_be_derived():
     from finhallu.injectors.irrelevance import answer_derivable
+
     assert answer_derivable("$0.2 billion", "$3.0 billion compared to $3.2 billion in fiscal 2011")  # a difference
     assert answer_derivable("$200 million", "Revenue was $3.0 billion, down from $3.2 billion.")  # another scale
     assert answer_derivable("6.25%", "Revenue was $3.0 billion, down from $3.2 billion.")  # a change rate
     assert answer_derivable("1억 5천만 원", "예금 1억 원과 적금 5천만 원")  # a sum
     assert not answer_derivable("$0.2 billion", "The company operates 120 branches in three states.")
-    view = make_view("Revenue decreased $0.2 billion in fiscal 2012.", answer="$0.2 billion",
-                     clue="Revenue decreased $0.2 billion in fiscal 2012.", gold=TENK_REV, lang="en",
-                     query="By how much did revenue decrease in fiscal 2012?", sibling_seeds=EN_SIBLINGS)
+    view = make_view(
+        "Revenue decreased $0.2 billion in fiscal 2012.",
+        answer="$0.2 billion",
+        clue="Revenue decreased $0.2 billion in fiscal 2012.",
+        gold=TENK_REV,
+        lang="en",
+        query="By how much did revenue decrease in fiscal 2012?",
+        sibling_seeds=EN_SIBLINGS,
+    )
     for seed in range(8):
         out = run("irrelevance", view, "question_misunderstanding", seed)
         assert out is not None and "120 branches" in out.response and "3.2 billion" not in out.response
         assert not answer_derivable("$0.2 billion", out.response)
-    only_derivable = make_view(view.turn["response"], answer="$0.2 billion", clue=view.turn["clue_text"], gold=TENK_REV,
-                               lang="en", sibling_seeds=EN_SIBLINGS[:1])
+    only_derivable = make_view(
+        view.turn["response"],
+        answer="$0.2 billion",
+        clue=view.turn["clue_text"],
+        gold=TENK_REV,
+        lang="en",
+        sibling_seeds=EN_SIBLINGS[:1],
+    )
     assert run("irrelevance", only_derivable, "question_misunderstanding") is None
 
 
@@ -755,21 +990,30 @@ def test_unverifiable_never_replaces_the_sentence_that_answers(subtype):
 
 def test_term_swap_never_duplicates_a_span():
     both = "주택 전체를 전세나 월세로 주고 있어도 주택연금에 가입할 수 있습니다."
-    out = run("contradictory", make_view(both, gold=both + " 주택연금은 오피스텔도 됩니다.", answer="예"),
-              "financial_term_misunderstanding")
+    out = run(
+        "contradictory",
+        make_view(both, gold=both + " 주택연금은 오피스텔도 됩니다.", answer="예"),
+        "financial_term_misunderstanding",
+    )
     assert out is None or not re.search(r"(전세|월세)나 \1", out.response)
     assert swap_first(both, [("전세", "월세"), ("월세", "전세")], "ko") is None
     net = "가계대출은 순증가(감소) 기준으로 집계합니다."
     assert run("contradictory", make_view(net, gold=DEPOSIT), "modifier_change") is None  # never 순증가(증가)
 
 
-@pytest.mark.parametrize("response,expected", [
-    ("부부합산 연소득이 1억 원을 초과하면 보증을 받을 수 없습니다.", "부부합산 연소득이 1억 원 이하이면 보증을 받을 수 없습니다."),
-    ("한도를 초과하는 금액은 돌려받습니다.", "한도 이하인 금액은 돌려받습니다."),
-    ("연소득 7천만 원 이하이면 우대금리가 적용됩니다.", "연소득 7천만 원 초과이면 우대금리가 적용됩니다."),
-    # no copula form for 초과해서: the next candidate is swapped instead
-    ("1억 원을 초과해서 빌릴 수 없습니다.", "1억 원을 초과해서 빌릴 수 있습니다."),
-])
+@pytest.mark.parametrize(
+    "response,expected",
+    [
+        (
+            "부부합산 연소득이 1억 원을 초과하면 보증을 받을 수 없습니다.",
+            "부부합산 연소득이 1억 원 이하이면 보증을 받을 수 없습니다.",
+        ),
+        ("한도를 초과하는 금액은 돌려받습니다.", "한도 이하인 금액은 돌려받습니다."),
+        ("연소득 7천만 원 이하이면 우대금리가 적용됩니다.", "연소득 7천만 원 초과이면 우대금리가 적용됩니다."),
+        # no copula form for 초과해서: the next candidate is swapped instead
+        ("1억 원을 초과해서 빌릴 수 없습니다.", "1억 원을 초과해서 빌릴 수 있습니다."),
+    ],
+)
 def test_bound_swap_conjugates_instead_of_making_ihahada(response, expected):
     view = make_view(response, gold=DEPOSIT, answer="")
     out = run("contradictory", view, "modifier_change")
@@ -786,6 +1030,7 @@ def test_modifier_change_is_refused_when_the_evidence_states_the_sentence_behind
 
 def test_number_edits_never_make_impossible_dates_or_malformed_numerals():
     from finhallu.injectors.edits import impossible_date, malformed_numeral
+
     assert impossible_date("6월 31일") and impossible_date("2025년 2월 29일") and not impossible_date("2024년 2월 29일")
     assert malformed_numeral("27천 건") and malformed_numeral("12천만 원") and not malformed_numeral("2만 7천 건")
     date = "안심전세 앱의 시세 정보는 매년 5월 31일에 갱신됩니다."
@@ -811,9 +1056,15 @@ from finhallu.stages.inject import InjectConfig  # noqa: E402
 from finhallu.stages.inject import _assign, _feasible  # noqa: E402
 
 TYPES = ["contradictory", "unverifiable", "irrelevance", "false_acceptance", "false_refusal"]
-LEAVES = [("contradictory", "number_error"), ("contradictory", "modifier_change"), ("unverifiable", "fabricated_detail"),
-          ("unverifiable", "subjective_opinion"), ("irrelevance", "off_topic_drift"), ("false_acceptance", None),
-          ("false_refusal", None)]
+LEAVES = [
+    ("contradictory", "number_error"),
+    ("contradictory", "modifier_change"),
+    ("unverifiable", "fabricated_detail"),
+    ("unverifiable", "subjective_opinion"),
+    ("irrelevance", "off_topic_drift"),
+    ("false_acceptance", None),
+    ("false_refusal", None),
+]
 
 
 def _items(n: int, leaves=LEAVES):
@@ -826,8 +1077,15 @@ def _types(assigned) -> Counter:
 
 
 def test_assign_honours_type_weights():
-    cfg = InjectConfig(type_weights={"contradictory": 39, "unverifiable": 17.1, "irrelevance": 17.1,
-                                     "false_acceptance": 9.7, "false_refusal": 17.1})
+    cfg = InjectConfig(
+        type_weights={
+            "contradictory": 39,
+            "unverifiable": 17.1,
+            "irrelevance": 17.1,
+            "false_acceptance": 9.7,
+            "false_refusal": 17.1,
+        }
+    )
     got = _types(_assign(_items(200), random.Random(1), 1, cfg.weights()))
     assert abs(got["contradictory"] - 78) <= 2 and abs(got["false_acceptance"] - 19) <= 2, got
     balanced = _types(_assign(_items(200), random.Random(1), 1, InjectConfig().weights()))
@@ -848,9 +1106,15 @@ def test_assign_keeps_min_per_subtype_under_small_weights_and_drops_zero_weights
     assert all(lf[0] != "false_refusal" for _, _, order, _ in assigned for lf in order)
 
 
-@pytest.mark.parametrize("bad", [{"type_weights": {"hallucination": 1}}, {"type_weights": {"contradictory": -1}},
-                                 {"type_weights": {t: 0 for t in TYPES}},
-                                 {"types": ["contradictory"], "unanswerable_share": 0.1}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"type_weights": {"hallucination": 1}},
+        {"type_weights": {"contradictory": -1}},
+        {"type_weights": {t: 0 for t in TYPES}},
+        {"types": ["contradictory"], "unanswerable_share": 0.1},
+    ],
+)
 def test_inject_config_rejects_bad_weights(bad):
     with pytest.raises(ValueError):
         InjectConfig(**bad)
@@ -867,11 +1131,17 @@ def _dialogue_views(n_turns: int) -> list[TurnView]:
 
 def test_feasible_prefers_turns_with_history_and_breaks_ties_at_random():
     reg = {"false_refusal": SimpleNamespace(prefers=lambda v, sub=None: 1.0)}
-    inj = SimpleNamespace(name="rules_a", registry=reg, cfg=SimpleNamespace(max_minimal_edit_words=4),
-                          rules=lambda v, htype, sub, seed, did: Injected(None, "죄송하지만 답변드리기 어렵습니다.", "refusal"))
+    inj = SimpleNamespace(
+        name="rules_a",
+        registry=reg,
+        cfg=SimpleNamespace(max_minimal_edit_words=4),
+        rules=lambda v, htype, sub, seed, did: Injected(None, "죄송하지만 답변드리기 어렵습니다.", "refusal"),
+    )
     views = _dialogue_views(6)
-    targets = Counter(_feasible(views, [("false_refusal", None)], inj, f"dlg-{i}")[("false_refusal", None)][0][0]
-                      .turn["turn_index"] for i in range(60))
+    targets = Counter(
+        _feasible(views, [("false_refusal", None)], inj, f"dlg-{i}")[("false_refusal", None)][0][0].turn["turn_index"]
+        for i in range(60)
+    )
     assert targets[1] == 0 and len(targets) >= 4 and max(targets) == 6, targets
     again = _feasible(views, [("false_refusal", None)], inj, "dlg-7")[("false_refusal", None)][0][0].turn["turn_index"]
     assert again == _feasible(views, [("false_refusal", None)], inj, "dlg-7")[("false_refusal", None)][0][0].turn["turn_index"]
@@ -895,12 +1165,35 @@ def test_false_acceptance_negatives_are_judged_on_demand_once_in_rank_order():
     seed = {"seed_id": "s1", "question": "예금자보호 한도는 얼마인가요?", "clue_text": clue, "answer": "1억 원", "lang": "ko"}
     texts = {f"c{i}": f"신용카드 연회비 안내 {i}: 해지하면 남은 기간만큼 돌려받습니다." for i in range(8)}
     texts["c1"] = "예금자보호 한도는 1인당 상향되었습니다 (금액은 공지 참조)."  # covers the clue's words: answerable
-    rows = [{"seed_id": "s1", "passage_id": f"c{i}", "candidate_rank": i + 1, "unanswerable": None,
-             "is_hard_negative": False, "judge": DEFERRED} for i in range(8)]
-    rows.append({"seed_id": "s2", "passage_id": "c7", "candidate_rank": 1, "unanswerable": True,
-                 "is_hard_negative": True, "judge": "offline:rules"})
-    negs = _FalseAcceptanceNegatives(pl.DataFrame(rows), {"s1": seed}, {p: {"text": t} for p, t in texts.items()}, LLMRouter({}),
-                                     RetrieveConfig(judge_round_margin=1), k=3)
+    rows = [
+        {
+            "seed_id": "s1",
+            "passage_id": f"c{i}",
+            "candidate_rank": i + 1,
+            "unanswerable": None,
+            "is_hard_negative": False,
+            "judge": DEFERRED,
+        }
+        for i in range(8)
+    ]
+    rows.append(
+        {
+            "seed_id": "s2",
+            "passage_id": "c7",
+            "candidate_rank": 1,
+            "unanswerable": True,
+            "is_hard_negative": True,
+            "judge": "offline:rules",
+        }
+    )
+    negs = _FalseAcceptanceNegatives(
+        pl.DataFrame(rows),
+        {"s1": seed},
+        {p: {"text": t} for p, t in texts.items()},
+        LLMRouter({}),
+        RetrieveConfig(judge_round_margin=1),
+        k=3,
+    )
     assert negs.planned("s1") == ["c0", "c1", "c2"]  # planning sees the first K step-1 candidates
     assert negs.planned("s2") == ["c7"]  # judged in retrieve: as published
     got = []

@@ -31,8 +31,7 @@ def _arrows(layer: str) -> list[tuple[str, str]]:
 
 
 def _violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
-    return [f"{src} imports {dst}" for src, dst in _arrows(layer)
-            if any(dst == f or dst.startswith(f + ".") for f in forbidden)]
+    return [f"{src} imports {dst}" for src, dst in _arrows(layer) if any(dst == f or dst.startswith(f + ".") for f in forbidden)]
 
 
 STAGE_LAYERS = ("finhallu.stages", "finhallu.flows", "finhallu.service", "finhallu.cli")
@@ -61,8 +60,19 @@ def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
 
 def test_plugins_never_import_stages_flows_or_cli():
     """Plug-ins and the shared libraries sit below the stages: a stage may use them, never the reverse."""
-    for layer in ("sources", "embedders", "injectors", "detectors", "external", "dialogue", "labelcheck",
-                  "answerability", "text", "taxonomy", "codeversion"):
+    for layer in (
+        "sources",
+        "embedders",
+        "injectors",
+        "detectors",
+        "external",
+        "dialogue",
+        "labelcheck",
+        "answerability",
+        "text",
+        "taxonomy",
+        "codeversion",
+    ):
         assert not _violations(layer, STAGE_LAYERS), (layer, _violations(layer, STAGE_LAYERS))
 
 
@@ -74,7 +84,7 @@ def test_editing_a_stage_module_reruns_only_that_stage_and_its_descendants():
 
     def descendants(name: str) -> set[str]:
         produced, out = set(), set()
-        for s in STAGES[[x.name for x in STAGES].index(name):]:
+        for s in STAGES[[x.name for x in STAGES].index(name) :]:
             if s.name == name or produced & set(s.inputs):
                 out.add(s.name)
                 produced |= set(s.outputs)
@@ -103,8 +113,18 @@ def test_infrastructure_edits_rerun_no_stage():
 
     for s in STAGES:
         closure = module_closure(s.run.__module__, INFRASTRUCTURE)
-        assert not [m for m in closure if m in ("finhallu.config", "finhallu.llm.router", "finhallu.llm.runtime",
-                                                "finhallu.warehouse.store", "finhallu.stages.pipeline")], s.name
+        assert not [
+            m
+            for m in closure
+            if m
+            in (
+                "finhallu.config",
+                "finhallu.llm.router",
+                "finhallu.llm.runtime",
+                "finhallu.warehouse.store",
+                "finhallu.stages.pipeline",
+            )
+        ], s.name
 
 
 def test_no_function_is_longer_than_80_lines():

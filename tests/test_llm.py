@@ -23,8 +23,13 @@ from finhallu.warehouse import Catalog
 
 KEY = "sk-test-secret-0123456789"
 OP = "judge_answerability"
-INPUTS = dict(question="What was total revenue in fiscal 2024?", passage="Total revenue was $1,234 million in 2024.",
-              clue="Total revenue was $1,234 million", answer="$1,234 million", lang="en")
+INPUTS = dict(
+    question="What was total revenue in fiscal 2024?",
+    passage="Total revenue was $1,234 million in 2024.",
+    clue="Total revenue was $1,234 million",
+    answer="$1,234 million",
+    lang="en",
+)
 
 
 @pytest.fixture
@@ -47,13 +52,18 @@ def runtime(tmp_path, **settings) -> LLMRuntime:
 
 
 def openai_role(stub, **kw) -> dict:
-    return {"provider": "openai", "model": "gpt-4o", "base_url": stub.openai_base, "temperature": 0.0,
-            "max_tokens": 200, **kw}
+    return {"provider": "openai", "model": "gpt-4o", "base_url": stub.openai_base, "temperature": 0.0, "max_tokens": 200, **kw}
 
 
 def gemini_role(stub, **kw) -> dict:
-    return {"provider": "gemini", "model": "gemini-2.5-flash", "base_url": stub.gemini_base, "temperature": 0.0,
-            "max_tokens": 200, **kw}
+    return {
+        "provider": "gemini",
+        "model": "gemini-2.5-flash",
+        "base_url": stub.gemini_base,
+        "temperature": 0.0,
+        "max_tokens": 200,
+        **kw,
+    }
 
 
 def test_openai_structured_output(stub, tmp_path):
@@ -131,8 +141,7 @@ def test_malformed_output_gets_one_repair_then_is_a_recorded_failure(stub, tmp_p
     stub.faults.extend([("text", '{"answerable": "maybe"}'), ("text", "still not json")])
     assert router.call("j", OP, sample=1, **INPUTS) is None
     rows = rt.ledger.rows()
-    assert [(r["repair"], r["error"] is None) for r in rows] == [(False, True), (True, True), (False, True),
-                                                                  (True, False)]
+    assert [(r["repair"], r["error"] is None) for r in rows] == [(False, True), (True, True), (False, True), (True, False)]
     assert "after one repair" in rows[-1]["error"]
     summary = rt.ledger.summary()[0]
     assert summary["failures"] == 1 and summary["repairs"] == 2
@@ -206,10 +215,12 @@ def test_missing_key_names_the_role(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.delenv("GEMINI_API_KEY")
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    roles = {"injector_b": {"provider": "gemini", "model": "gemini-2.5-flash"},
-             "assistant_llm": {"provider": "openai", "model": "gpt-4o"},
-             "local": {"provider": "openai_compatible", "model": "qwen", "base_url": "http://127.0.0.1:1/v1"},
-             "rules": {"provider": "offline", "model": "rules"}}
+    roles = {
+        "injector_b": {"provider": "gemini", "model": "gemini-2.5-flash"},
+        "assistant_llm": {"provider": "openai", "model": "gpt-4o"},
+        "local": {"provider": "openai_compatible", "model": "qwen", "base_url": "http://127.0.0.1:1/v1"},
+        "rules": {"provider": "offline", "model": "rules"},
+    }
     with pytest.raises(MissingKeyError) as exc:
         check_keys(roles)
     msg = str(exc.value)
@@ -325,11 +336,20 @@ def test_every_transport_exception_class_maps_to_a_retryable_provider_error():
     from finhallu.llm.providers.base import transport_error
 
     req = httpx2.Request("POST", "http://127.0.0.1/")
-    for exc in (httpx2.ReadTimeout("t", request=req), httpx2.ConnectTimeout("t", request=req),
-                httpx2.ConnectError("c", request=req), httpx2.RemoteProtocolError("r", request=req),
-                httpx2.ReadError("r", request=req), httpx2.DecodingError("d", request=req),
-                httpx.ReadTimeout("t"), httpx.RemoteProtocolError("r"), httpx.ConnectError("c"),
-                asyncio.TimeoutError(), ConnectionResetError("reset"), ValueError("Expecting value")):
+    for exc in (
+        httpx2.ReadTimeout("t", request=req),
+        httpx2.ConnectTimeout("t", request=req),
+        httpx2.ConnectError("c", request=req),
+        httpx2.RemoteProtocolError("r", request=req),
+        httpx2.ReadError("r", request=req),
+        httpx2.DecodingError("d", request=req),
+        httpx.ReadTimeout("t"),
+        httpx.RemoteProtocolError("r"),
+        httpx.ConnectError("c"),
+        asyncio.TimeoutError(),
+        ConnectionResetError("reset"),
+        ValueError("Expecting value"),
+    ):
         err = transport_error("gemini m", exc)
         assert err is not None and err.retryable, exc
     assert "timed out" in str(transport_error("m", httpx2.ReadTimeout("t", request=req)))
@@ -374,8 +394,9 @@ def test_keys_are_stripped_and_their_shape_checked(monkeypatch):
 def test_a_stage_past_its_failure_budget_stops_instead_of_hammering(stub, tmp_path):
     from finhallu.llm.errors import FailureBudgetExceeded
 
-    rt = runtime(tmp_path, max_attempts=1, max_failed_share=0.5, failed_share_min_calls=4,
-                 limits={"gpt-4o": ModelLimits(concurrency=1)})
+    rt = runtime(
+        tmp_path, max_attempts=1, max_failed_share=0.5, failed_share_min_calls=4, limits={"gpt-4o": ModelLimits(concurrency=1)}
+    )
     stub.faults.extend([("status", 500)] * 50)
     with pytest.raises(FailureBudgetExceeded, match="llm.max_failed_share"):
         LLMRouter({"j": openai_role(stub)}, rt).call_many("j", OP, [dict(INPUTS, question=f"q{i}?") for i in range(30)])
@@ -443,7 +464,8 @@ def test_a_batch_poll_error_falls_back_to_online_calls(stub, tmp_path, monkeypat
     monkeypatch.setattr(type(get_provider("openai")), "poll_batch", broken_poll)
     rt = runtime(tmp_path, batch_min_requests=2)
     outs = LLMRouter({"j": openai_role(stub, batch=True)}, rt).call_many(
-        "j", OP, [dict(INPUTS, question=f"q{i}?") for i in range(3)])
+        "j", OP, [dict(INPUTS, question=f"q{i}?") for i in range(3)]
+    )
     assert all(isinstance(o, AnswerabilityOut) for o in outs) and stub.count("chat") == 3
 
 

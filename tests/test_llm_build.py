@@ -31,11 +31,14 @@ def _stub_profile(tmp_path, stub: StubLLM) -> str:
     path = tmp_path / "stub.yaml"
     # The loopback server has no quota: lift the packaged gpt-4o limits (tier-1 TPM would pace
     # the build at a few calls per second, as it would against the real API).
-    llm = {"limits": {"gpt-4o": {"rpm": 1_000_000, "tpm": 1_000_000_000, "concurrency": 16}},
-           "default_limits": {"concurrency": 16}}
+    llm = {
+        "limits": {"gpt-4o": {"rpm": 1_000_000, "tpm": 1_000_000_000, "concurrency": 16}},
+        "default_limits": {"concurrency": 16},
+    }
     # A smaller hard-negative candidate pool keeps the step-2 judge calls (one HTTP call each) to a few thousand.
-    path.write_text(yaml.safe_dump({"extends": "demo", "roles": roles, "llm": llm, "retrieve": {"candidate_pool": 15}}),
-                    encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump({"extends": "demo", "roles": roles, "llm": llm, "retrieve": {"candidate_pool": 15}}), encoding="utf-8"
+    )
     return str(path)
 
 
@@ -66,8 +69,12 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         assert {"retrieve", "dialogues"} <= set(per_stage)
         # The estimate holds within 20 % per stage (calls) and in all (calls, tokens).
         con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
-        actual = {st: (n, t) for st, n, t in con.execute(
-            "SELECT stage, count(*), sum(input_tokens + output_tokens) FROM llm_calls WHERE NOT cache_hit GROUP BY 1").fetchall()}
+        actual = {
+            st: (n, t)
+            for st, n, t in con.execute(
+                "SELECT stage, count(*), sum(input_tokens + output_tokens) FROM llm_calls WHERE NOT cache_hit GROUP BY 1"
+            ).fetchall()
+        }
         con.close()
         est = {s.stage: s for s in estimate.stages if s.calls}
         assert set(est) == set(actual)
@@ -84,15 +91,18 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         assert {r["stage"] for r in printed["calls"]} == set(per_stage)
         # The per-stage summary is a keyed Prefect table artifact on the home's API server.
         api = json.loads((home / "prefect" / "api.json").read_text())["url"]
-        arts = httpx.post(f"{api}/artifacts/filter", json={"artifacts": {"key": {"any_": ["llm-calls-retrieve"]}}},
-                          timeout=30).json()
+        arts = httpx.post(
+            f"{api}/artifacts/filter", json={"artifacts": {"key": {"any_": ["llm-calls-retrieve"]}}}, timeout=30
+        ).json()
         assert arts and arts[0]["type"] == "table" and "calls" in arts[0]["description"]
         assert "sk-loopback-test-key" not in json.dumps(arts)
         # Every stage leaves a `stage-<name>` artifact (rows, gate, QC drops, LLM calls) and an INFO
         # line in the run's log, both read back through the UI's REST API.
         keys = [f"stage-{s.name.replace('_', '-')}" for s in STAGES]
-        stage_arts = {a["key"]: a for a in httpx.post(f"{api}/artifacts/filter", json={"artifacts": {"key": {"any_": keys}}},
-                                                      timeout=30).json()}
+        stage_arts = {
+            a["key"]: a
+            for a in httpx.post(f"{api}/artifacts/filter", json={"artifacts": {"key": {"any_": keys}}}, timeout=30).json()
+        }
         assert set(stage_arts) == set(keys)
         assert "| dialogues |" in stage_arts["stage-dialogues"]["data"] and "LLM:" in stage_arts["stage-dialogues"]["data"]
         assert "QC `injection_qc`: kept" in stage_arts["stage-injection-qc"]["data"]
@@ -100,8 +110,11 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
         run_id = con.execute("SELECT flow_run_id FROM builds ORDER BY started_at DESC LIMIT 1").fetchone()[0]
         con.close()
-        logs = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {"any_": [run_id]}, "level": {"ge_": 20}},
-                                                     "limit": 200}, timeout=30).json()
+        logs = httpx.post(
+            f"{api}/logs/filter",
+            json={"logs": {"flow_run_id": {"any_": [run_id]}, "level": {"ge_": 20}}, "limit": 200},
+            timeout=30,
+        ).json()
         said = [lg["message"] for lg in logs if lg["message"].startswith("stage ")]
         assert {m.split(":")[0] for m in said} >= {f"stage {s.name}" for s in STAGES}
         assert not any(m.startswith("stage ") and "rows in" in m for m in proc.stderr.splitlines())  # INFO stays off the console
@@ -111,8 +124,10 @@ def test_demo_build_with_llm_roles_on_a_loopback_server(tmp_path, monkeypatch):
         stub.reset_counts()
         home2 = tmp_path / "home2"
         (home2 / "cache").mkdir(parents=True)
-        with sqlite3.connect(home / "cache" / "llm_calls.sqlite") as src, \
-                sqlite3.connect(home2 / "cache" / "llm_calls.sqlite") as dst:
+        with (
+            sqlite3.connect(home / "cache" / "llm_calls.sqlite") as src,
+            sqlite3.connect(home2 / "cache" / "llm_calls.sqlite") as dst,
+        ):
             src.backup(dst)
         proc = run_cli("build", "--profile", profile, "--json", home=home2, timeout=900)
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -139,9 +154,16 @@ def test_a_rejected_key_stops_the_build_at_once_with_one_line(tmp_path, monkeypa
         stub.faults.extend([("status", 401)] * 1000)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-0123456789")
         path = tmp_path / "p.yaml"
-        path.write_text(yaml.safe_dump({"extends": "demo", "llm": {"estimate_before_build": False}, "roles": {
-            "answerability_judge": {"provider": "openai", "model": "gpt-4o", "base_url": stub.openai_base}}}),
-            encoding="utf-8")
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "extends": "demo",
+                    "llm": {"estimate_before_build": False},
+                    "roles": {"answerability_judge": {"provider": "openai", "model": "gpt-4o", "base_url": stub.openai_base}},
+                }
+            ),
+            encoding="utf-8",
+        )
         proc = run_cli("build", "--profile", str(path), "--json", home=tmp_path / "home", timeout=600)
         assert proc.returncode == 2
         stops = [ln for ln in proc.stderr.splitlines() if "stopped:" in ln]

@@ -50,7 +50,11 @@ def test_items_of_a_remote_role_are_in_flight_together_and_come_back_in_order():
 def test_offline_items_run_one_after_another_in_the_calling_thread():
     router = _router("offline")
     caller = threading.get_ident()
-    assert map_items(lambda i: (i, threading.get_ident() == caller), [1, 2, 3], router, ["r"]) == [(1, True), (2, True), (3, True)]
+    assert map_items(lambda i: (i, threading.get_ident() == caller), [1, 2, 3], router, ["r"]) == [
+        (1, True),
+        (2, True),
+        (3, True),
+    ]
 
 
 def test_an_item_error_reaches_the_stage():
@@ -84,9 +88,17 @@ def _step2(seeds: dict[str, int]) -> list[tuple[dict, dict]]:
     out = []
     for sid, n in seeds.items():
         for rank in range(1, n + 1):
-            row = {"seed_id": sid, "passage_id": f"{sid}-p{rank}", "candidate_rank": rank, "score": 1.0 / rank,
-                   "clue_absent": True, "answer_absent": True, "unanswerable": None, "is_hard_negative": False,
-                   "judge": "test:judge"}
+            row = {
+                "seed_id": sid,
+                "passage_id": f"{sid}-p{rank}",
+                "candidate_rank": rank,
+                "score": 1.0 / rank,
+                "clue_absent": True,
+                "answer_absent": True,
+                "unanswerable": None,
+                "is_hard_negative": False,
+                "judge": "test:judge",
+            }
             out.append((row, {"passage": row["passage_id"]}))
     return out
 
@@ -96,8 +108,10 @@ def test_the_judge_asks_in_rank_order_only_until_a_seed_has_its_hard_negatives()
     judge = _Judge({"a-p2", "a-p5"})  # two of a's first candidates could answer
     answerability.judge_lazily(step2, judge, "test:judge", top_k=4, margin=1)
     rows = pl.DataFrame([r for r, _ in step2])
-    judged = {sid: sorted(g.filter(pl.col("unanswerable").is_not_null())["candidate_rank"].to_list())
-              for (sid,), g in rows.group_by("seed_id")}
+    judged = {
+        sid: sorted(g.filter(pl.col("unanswerable").is_not_null())["candidate_rank"].to_list())
+        for (sid,), g in rows.group_by("seed_id")
+    }
     # a: round 1 asks ranks 1-5 (K=4 plus a margin of 1), finds 3; round 2 asks 6-7 for the one missing.
     assert judged == {"a": [1, 2, 3, 4, 5, 6, 7], "b": [1, 2, 3, 4, 5]}
     assert [len(w) for w in judge.asked] == [10, 2]
@@ -115,8 +129,10 @@ def test_the_gate_accepts_a_lazy_judgement_and_rejects_a_gap_in_it():
     rows = pl.DataFrame([r for r, _ in step2])
     (rule,) = [r for r in table_rules("hard_negatives") if r.name == "verdicts_consistent"]
     assert rule.derive(rows, {})["ok"].all()
-    gap = rows.with_columns(unanswerable=pl.when(pl.col("candidate_rank") == 2).then(None).otherwise(pl.col("unanswerable")),
-                            is_hard_negative=pl.col("candidate_rank") != 2)
+    gap = rows.with_columns(
+        unanswerable=pl.when(pl.col("candidate_rank") == 2).then(None).otherwise(pl.col("unanswerable")),
+        is_hard_negative=pl.col("candidate_rank") != 2,
+    )
     assert not rule.derive(gap, {})["ok"].all()  # rank 2 skipped while rank 3 was asked
 
 
@@ -142,8 +158,28 @@ def test_injection_attempts_per_dialogue_are_bounded_and_the_reason_is_kept():
 
 def test_stage_floors_follow_the_limits_and_leave_batch_out():
     settings = LLMConfig(limits={"m": ModelLimits(rpm=60, tpm=6000, concurrency=2)}, expected_latency_s=1.0)
-    rows = [{"model": "m", "operation": "o", "batch": False, "cache_hit": False, "input_tokens": 90, "output_tokens": 10, "cost_usd": 0.01}] * 30
-    rows += [{"model": "m", "operation": "o", "batch": True, "cache_hit": False, "input_tokens": 90, "output_tokens": 10, "cost_usd": 0.005}] * 10
+    rows = [
+        {
+            "model": "m",
+            "operation": "o",
+            "batch": False,
+            "cache_hit": False,
+            "input_tokens": 90,
+            "output_tokens": 10,
+            "cost_usd": 0.01,
+        }
+    ] * 30
+    rows += [
+        {
+            "model": "m",
+            "operation": "o",
+            "batch": True,
+            "cache_hit": False,
+            "input_tokens": 90,
+            "output_tokens": 10,
+            "cost_usd": 0.005,
+        }
+    ] * 10
     est = stage_estimate("s", rows, settings)
     assert est.calls == 40 and est.batch_calls == 10
     assert est.rate_floor_s == pytest.approx(30.0)  # 30 calls at 60 RPM (3,000 tokens at 6,000 TPM: 30 s as well)
@@ -163,8 +199,12 @@ def test_build_dry_run_prints_the_estimate_and_touches_no_home(tmp_path, capsys)
     from finhallu.cli import main
 
     profile = tmp_path / "judge.yaml"  # one remote role: the dry run stops after its last stage (inject)
-    profile.write_text(yaml.safe_dump({"extends": "demo", "roles": {"answerability_judge": {
-        "provider": "openai", "model": "gpt-4o", "batch": True}}}), encoding="utf-8")
+    profile.write_text(
+        yaml.safe_dump(
+            {"extends": "demo", "roles": {"answerability_judge": {"provider": "openai", "model": "gpt-4o", "batch": True}}}
+        ),
+        encoding="utf-8",
+    )
     home = tmp_path / "home"
     assert main(["build", "--dry-run", "--json", "--profile", str(profile), "--home", str(home)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

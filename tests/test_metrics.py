@@ -232,17 +232,29 @@ def _samples() -> pl.DataFrame:
     rows = []
     for pid, (htype, sub, inj, split, source, lang, turn, flabel, hlabel) in PAIRS.items():
         for hallu in (False, True):
-            rows.append({
-                "sample_id": f"{pid}-{'h' if hallu else 'f'}", "pair_id": pid, "dialogue_id": f"dlg-{pid}",
-                "split": split, "source": source, "institution": "inst", "lang": lang, "turn_index": turn,
-                "history": [{"role": "user", "content": "q0"}, {"role": "assistant", "content": "a0"}],
-                "query": "q", "standalone_query": "q",
-                "passages": [{"passage_id": f"p-{pid}", "text": "t", "role": "gold"}],
-                "response": "r", "answerable": flabel != "true_refusal",
-                "label_binary": "hallucinated" if hallu else "faithful",
-                "label_4class": hlabel if hallu else flabel,
-                "hallu_type": htype if hallu else None, "hallu_subtype": sub if hallu else None, "injector": inj if hallu else None,
-            })
+            rows.append(
+                {
+                    "sample_id": f"{pid}-{'h' if hallu else 'f'}",
+                    "pair_id": pid,
+                    "dialogue_id": f"dlg-{pid}",
+                    "split": split,
+                    "source": source,
+                    "institution": "inst",
+                    "lang": lang,
+                    "turn_index": turn,
+                    "history": [{"role": "user", "content": "q0"}, {"role": "assistant", "content": "a0"}],
+                    "query": "q",
+                    "standalone_query": "q",
+                    "passages": [{"passage_id": f"p-{pid}", "text": "t", "role": "gold"}],
+                    "response": "r",
+                    "answerable": flabel != "true_refusal",
+                    "label_binary": "hallucinated" if hallu else "faithful",
+                    "label_4class": hlabel if hallu else flabel,
+                    "hallu_type": htype if hallu else None,
+                    "hallu_subtype": sub if hallu else None,
+                    "injector": inj if hallu else None,
+                }
+            )
     return CONTRACTS["samples"].conform(pl.DataFrame(rows, infer_schema_length=None))
 
 
@@ -252,15 +264,34 @@ def _detections(samples: pl.DataFrame) -> pl.DataFrame:
     for s in samples.iter_rows(named=True):
         b4, bb, bt = s["label_4class"], s["label_binary"], s["hallu_type"]
         rows.append(dict(detector="oracle", pred_binary=bb, pred_4class=b4, pred_type=bt, score=float(bb == POS)))
-        rows.append(dict(detector="always_faithful", pred_binary="faithful", pred_4class="faithful_answer", pred_type=None,
-                         score=0.1))
-        rows.append(dict(detector="noisy", pred_binary=str(rng.choice(LABEL_BINARY)), pred_4class=str(rng.choice(LABEL_4CLASS)),
-                         pred_type=str(rng.choice(HALLU_TYPES)) if rng.random() < 0.7 else None,
-                         score=float(np.round(rng.random(), 1))))
+        rows.append(
+            dict(detector="always_faithful", pred_binary="faithful", pred_4class="faithful_answer", pred_type=None, score=0.1)
+        )
+        rows.append(
+            dict(
+                detector="noisy",
+                pred_binary=str(rng.choice(LABEL_BINARY)),
+                pred_4class=str(rng.choice(LABEL_4CLASS)),
+                pred_type=str(rng.choice(HALLU_TYPES)) if rng.random() < 0.7 else None,
+                score=float(np.round(rng.random(), 1)),
+            )
+        )
         for r in rows[-3:]:
             r.update(eval_id="finhallu@test", sample_id=s["sample_id"], rationale="", detector_version="v1", detector_config="{}")
-    rows.append(dict(eval_id="finhallu@test", detector="oracle", sample_id="not-a-sample", score=0.5, pred_binary="faithful",
-                     pred_4class="faithful_answer", pred_type=None, rationale="", detector_version="v1", detector_config="{}"))
+    rows.append(
+        dict(
+            eval_id="finhallu@test",
+            detector="oracle",
+            sample_id="not-a-sample",
+            score=0.5,
+            pred_binary="faithful",
+            pred_4class="faithful_answer",
+            pred_type=None,
+            rationale="",
+            detector_version="v1",
+            detector_config="{}",
+        )
+    )
     return CONTRACTS["detections"].conform(pl.DataFrame(rows, infer_schema_length=None))
 
 
@@ -299,21 +330,41 @@ def test_evaluate_rows_cover_settings_and_slices(evaluated):
     types = {v[0] for v in PAIRS.values()}
     subtypes = {v[1] for v in PAIRS.values() if v[1]}
     type_injector = {f"hallu_type={v[0]}&injector={v[2]}" for v in PAIRS.values()}
-    assert slices == ({"all"} | {f"hallu_type={t}" for t in types} | {f"split={s}" for s in ("test", "valid", "train")}
-                      | {f"source={s}" for s in ("aihub", "dart", "sec10k")} | {"lang=ko", "lang=en"}
-                      | {f"hallu_subtype={s}" for s in subtypes} | type_injector | {f"turn_index={k}" for k in (1, 2, 3)})
+    assert slices == (
+        {"all"}
+        | {f"hallu_type={t}" for t in types}
+        | {f"split={s}" for s in ("test", "valid", "train")}
+        | {f"source={s}" for s in ("aihub", "dart", "sec10k")}
+        | {"lang=ko", "lang=en"}
+        | {f"hallu_subtype={s}" for s in subtypes}
+        | type_injector
+        | {f"turn_index={k}" for k in (1, 2, 3)}
+    )
     fine = main.filter(pl.col("slice").str.contains("subtype|injector|turn_index"))
     assert set(fine["setting"]) == {"binary"}  # the fine-grained slices are binary only
     keys = metrics.select("eval_id", "detector", "setting", "slice", "metric")
     assert keys.unique().height == keys.height
     m = {(r["detector"], r["setting"], r["slice"], r["metric"]): r for r in metrics.iter_rows(named=True)}
     assert m[("oracle", "binary", "all", "f1")]["n"] == samples.height  # the stray detection is not joined
-    assert {r["metric"] for r in main.filter(pl.col("setting") == "binary").iter_rows(named=True)} == \
-        {"accuracy", "precision", "recall", "f1", "balanced_accuracy", "mcc", "miss_rate", "roc_auc", "pr_auc"}
-    assert {"accuracy", "macro_f1", "class_accuracy:true_refusal", "f1:false_refusal"} <= \
-        {r["metric"] for r in main.filter(pl.col("setting") == "4class").iter_rows(named=True)}
-    assert {r["metric"] for r in main.filter((pl.col("setting") == "3class") & (pl.col("slice") == "all")).iter_rows(named=True)} == \
-        {"accuracy", "macro_f1"} | {f"{k}:{c}" for k in ("f1", "class_accuracy") for c in ("faithful_answer", "hallucination", "refusal")}
+    assert {r["metric"] for r in main.filter(pl.col("setting") == "binary").iter_rows(named=True)} == {
+        "accuracy",
+        "precision",
+        "recall",
+        "f1",
+        "balanced_accuracy",
+        "mcc",
+        "miss_rate",
+        "roc_auc",
+        "pr_auc",
+    }
+    assert {"accuracy", "macro_f1", "class_accuracy:true_refusal", "f1:false_refusal"} <= {
+        r["metric"] for r in main.filter(pl.col("setting") == "4class").iter_rows(named=True)
+    }
+    assert {
+        r["metric"] for r in main.filter((pl.col("setting") == "3class") & (pl.col("slice") == "all")).iter_rows(named=True)
+    } == {"accuracy", "macro_f1"} | {
+        f"{k}:{c}" for k in ("f1", "class_accuracy") for c in ("faithful_answer", "hallucination", "refusal")
+    }
     assert {f"f1:{t}" for t in types} <= set(main.filter(pl.col("setting") == "type")["metric"])
     # a type slice holds its pairs (both sides); the type setting only the hallucinated side
     assert m[("oracle", "binary", "hallu_type=contradictory", "f1")]["n"] == 6
@@ -323,12 +374,17 @@ def test_evaluate_rows_cover_settings_and_slices(evaluated):
     assert m[("oracle", "type", "all", "macro_f1")]["n"] == len(PAIRS)
     assert m[("oracle", "4class", "split=test", "accuracy")]["n"] == 6
     assert m[("oracle", "binary", "turn_index=1", "accuracy")]["n"] == 8
-    assert m[("oracle", "binary", "all", "f1")]["dataset"] == "finhallu" and m[("oracle", "binary", "all", "f1")]["dataset_version"] == "v1"
+    assert (
+        m[("oracle", "binary", "all", "f1")]["dataset"] == "finhallu"
+        and m[("oracle", "binary", "all", "f1")]["dataset_version"] == "v1"
+    )
 
 
 def _sklearn_for(df: pl.DataFrame, setting: str) -> dict[str, float]:
     if setting == "binary":
-        return sk_binary(df["label_binary"].to_numpy().astype(str), df["pred_binary"].to_numpy().astype(str), df["score"].to_numpy())
+        return sk_binary(
+            df["label_binary"].to_numpy().astype(str), df["pred_binary"].to_numpy().astype(str), df["score"].to_numpy()
+        )
     if setting in ("4class", "3class"):
         y, p = df["label_4class"].to_numpy().astype(str), df["pred_4class"].to_numpy().astype(str)
         if setting == "3class":
@@ -336,7 +392,9 @@ def _sklearn_for(df: pl.DataFrame, setting: str) -> dict[str, float]:
             return sk_multi(y, p, ("faithful_answer", "hallucination", "refusal"))
         return sk_multi(y, p, LABEL_4CLASS)
     hs = df.filter(pl.col("hallu_type").is_not_null())
-    return sk_multi(hs["hallu_type"].to_numpy().astype(str), hs["pred_type"].fill_null("none").to_numpy().astype(str), HALLU_TYPES)
+    return sk_multi(
+        hs["hallu_type"].to_numpy().astype(str), hs["pred_type"].fill_null("none").to_numpy().astype(str), HALLU_TYPES
+    )
 
 
 def test_evaluate_values_match_sklearn_per_slice(evaluated):
@@ -356,11 +414,17 @@ def test_evaluate_values_match_sklearn_per_slice(evaluated):
 
 def test_evaluate_oracle_and_trivial_detector(evaluated):
     _, _, metrics, confusion, _ = evaluated
-    oracle = metrics.filter((pl.col("detector") == "oracle") & pl.col("setting").is_in(["binary", "4class", "3class", "type"])
-                            & (pl.col("metric") != "miss_rate"))
+    oracle = metrics.filter(
+        (pl.col("detector") == "oracle")
+        & pl.col("setting").is_in(["binary", "4class", "3class", "type"])
+        & (pl.col("metric") != "miss_rate")
+    )
     assert oracle["value"].to_list() == [1.0] * oracle.height
     assert (oracle["ci_low"] == 1.0).all() and (oracle["ci_high"] == 1.0).all()
-    m = {(r["setting"], r["slice"], r["metric"]): r["value"] for r in metrics.filter(pl.col("detector") == "always_faithful").iter_rows(named=True)}
+    m = {
+        (r["setting"], r["slice"], r["metric"]): r["value"]
+        for r in metrics.filter(pl.col("detector") == "always_faithful").iter_rows(named=True)
+    }
     assert m[("binary", "all", "accuracy")] == 0.5 and m[("binary", "all", "recall")] == 0.0
     assert m[("binary", "all", "f1")] == 0.0 and m[("binary", "all", "balanced_accuracy")] == 0.5
     assert m[("binary", "all", "mcc")] == 0.0 and m[("binary", "all", "roc_auc")] == 0.5
@@ -369,7 +433,9 @@ def test_evaluate_oracle_and_trivial_detector(evaluated):
     assert set(confusion["slice"]) == {"all", "split=test", "split=valid", "split=train"}
     totals = confusion.filter(pl.col("slice") == "all").group_by("detector", "setting").agg(pl.col("count").sum())
     want = {"binary": 16, "4class": 16, "3class": 16, "type": 8}
-    assert {(d, s): c for d, s, c in totals.iter_rows()} == {(d, s): want[s] for d in ("oracle", "always_faithful", "noisy") for s in want}
+    assert {(d, s): c for d, s, c in totals.iter_rows()} == {
+        (d, s): want[s] for d in ("oracle", "always_faithful", "noisy") for s in want
+    }
     af = confusion.filter((pl.col("detector") == "always_faithful") & (pl.col("setting") == "type"))
     assert set(af["pred_label"]) == {"none"}
     three = confusion.filter((pl.col("detector") == "oracle") & (pl.col("setting") == "3class") & (pl.col("slice") == "all"))
@@ -387,8 +453,9 @@ def test_threshold_is_chosen_on_valid_and_applied_to_test(evaluated):
     t = best_threshold(valid["label_binary"].to_numpy().astype(str), valid["score"].to_numpy(), grid)
     assert noisy["threshold"]["value"] == t and noisy["threshold"]["n"] == valid.height
     pred = np.where(test["score"].to_numpy() >= t, POS, "faithful")
-    assert noisy["f1"]["value"] == pytest.approx(f1_score(test["label_binary"].to_numpy().astype(str), pred, pos_label=POS,
-                                                          zero_division=0))
+    assert noisy["f1"]["value"] == pytest.approx(
+        f1_score(test["label_binary"].to_numpy().astype(str), pred, pos_label=POS, zero_division=0)
+    )
     assert noisy["f1"]["n"] == test.height and noisy["f1"]["ci_low"] <= noisy["f1"]["ci_high"]
     sweep_rows = metrics.filter((pl.col("setting") == "sweep") & (pl.col("detector") == "oracle") & (pl.col("slice") == "all"))
     assert len(sweep_rows) == 19 * 4 and sweep_rows.filter(pl.col("metric") == "f1@0.50")["value"][0] == 1.0
@@ -398,19 +465,30 @@ def test_pairwise_tests(evaluated):
     samples, dets, _, _, tests = evaluated
     CONTRACTS["detector_tests"].conform(tests)
     joined = dets.join(samples, on="sample_id")
-    correct = {d: (g.sort("sample_id")["label_binary"] == g.sort("sample_id")["pred_binary"]).to_numpy()
-               for (d,), g in joined.group_by("detector")}
+    correct = {
+        d: (g.sort("sample_id")["label_binary"] == g.sort("sample_id")["pred_binary"]).to_numpy()
+        for (d,), g in joined.group_by("detector")
+    }
     mc = tests.filter(pl.col("test").str.starts_with("mcnemar") & (pl.col("setting") == "binary") & (pl.col("slice") == "all"))
     assert mc.height == 3
     for r in mc.iter_rows(named=True):
         t = stats.mcnemar(correct[r["detector_a"]], correct[r["detector_b"]])
-        assert (r["statistic"], r["p_value"], r["a_only_correct"], r["b_only_correct"]) == (t.statistic, t.p_value, t.a_only, t.b_only)
+        assert (r["statistic"], r["p_value"], r["a_only_correct"], r["b_only_correct"]) == (
+            t.statistic,
+            t.p_value,
+            t.a_only,
+            t.b_only,
+        )
     np.testing.assert_allclose(mc["p_holm"].to_numpy(), stats.holm(mc["p_value"].to_numpy()))
-    q = tests.filter((pl.col("test") == "cochran_q") & (pl.col("setting") == "binary") & (pl.col("slice") == "all")).row(0, named=True)
+    q = tests.filter((pl.col("test") == "cochran_q") & (pl.col("setting") == "binary") & (pl.col("slice") == "all")).row(
+        0, named=True
+    )
     want = stats.cochrans_q(np.stack([correct[d] for d in sorted(correct)], axis=1))
     assert (q["statistic"], q["df"], q["p_value"]) == (want.statistic, want.df, want.p_value)
     assert q["detectors"] == sorted(correct)
-    hh = tests.filter((pl.col("test") == "helped_hurt") & (pl.col("setting") == "binary") & (pl.col("slice") == "all")).row(0, named=True)
+    hh = tests.filter((pl.col("test") == "helped_hurt") & (pl.col("setting") == "binary") & (pl.col("slice") == "all")).row(
+        0, named=True
+    )
     assert (hh["detector_a"], hh["detector_b"]) == ("always_faithful", "oracle")
     assert (hh["b_only_correct"], hh["a_only_correct"], hh["net"]) == (8, 0, 8)  # the oracle fixes every hallucination
     assert set(tests["slice"]) == {"all", "split=test"}
@@ -430,30 +508,61 @@ def test_evaluate_is_reproducible_and_bootstrap_can_be_off(evaluated):
 
 # ---- report and artifacts over the evaluated fixture ------------------------------------------------
 
+
 def test_report_renders_every_section_and_the_comparison(evaluated):
     from finhallu.flows.artifacts import artifact_key, headline_rows, summary_markdown
     from finhallu.stages.report import render, render_comparison
 
     samples, dets, metrics, confusion, tests = evaluated
-    stats = pl.DataFrame({"split": ["all", "all", "all", "all", "all", "train", "valid"],
-                          "metric": ["samples", "label_generated", "label_verified", "label_passed_qc", "label_dropped_by",
-                                     "coverage_documents", "coverage_documents"],
-                          "slice": ["all", "contradictory/number_error", "contradictory/number_error",
-                                    "contradictory/number_error", "contradictory/number_error | hallucinated: number_error",
-                                    "aihub", "dart"],
-                          "value": [16.0, 10.0, 8.0, 8.0, 2.0, 3.0, 1.0]})
+    stats = pl.DataFrame(
+        {
+            "split": ["all", "all", "all", "all", "all", "train", "valid"],
+            "metric": [
+                "samples",
+                "label_generated",
+                "label_verified",
+                "label_passed_qc",
+                "label_dropped_by",
+                "coverage_documents",
+                "coverage_documents",
+            ],
+            "slice": [
+                "all",
+                "contradictory/number_error",
+                "contradictory/number_error",
+                "contradictory/number_error",
+                "contradictory/number_error | hallucinated: number_error",
+                "aihub",
+                "dart",
+            ],
+            "value": [16.0, 10.0, 8.0, 8.0, 2.0, 3.0, 1.0],
+        }
+    )
     html = render(metrics, confusion, stats, "t", {"detector_judge": "offline:rules"}, tests, dets, samples)
-    for anchor in ("headline", "threshold", "curves", "fourclass", "confusion", "types", "breakdowns", "tests", "compare", "labels"):
+    for anchor in (
+        "headline",
+        "threshold",
+        "curves",
+        "fourclass",
+        "confusion",
+        "types",
+        "breakdowns",
+        "tests",
+        "compare",
+        "labels",
+    ):
         assert f'id="{anchor}"' in html, anchor
-    assert "<td>10</td><td>8</td><td>8</td><td class=\"l\">hallucinated: number_error (2)</td>" in html
+    assert '<td>10</td><td>8</td><td>8</td><td class="l">hallucinated: number_error (2)</td>' in html
     assert "Coverage warnings" in html and "split test has no samples (no document is assigned to it)" in html
     assert "split valid has no samples (its documents gave none)" in html
     assert html.count("<polyline") == 3 * 2  # a ROC and a PR curve per detector
     assert "valid-&gt;test" in html and "contradictory / rules_a" in html and "number_error" in html
     assert "always_faithful, noisy, oracle" in html  # the Cochran's Q row
     # comparison: a previous version whose F1 lies outside the current interval is flagged
-    previous = metrics.with_columns(pl.lit("v0").alias("dataset_version"),
-                                    pl.when(pl.col("detector") == "noisy").then(pl.col("value") - 0.6).otherwise(pl.col("value")).alias("value"))
+    previous = metrics.with_columns(
+        pl.lit("v0").alias("dataset_version"),
+        pl.when(pl.col("detector") == "noisy").then(pl.col("value") - 0.6).otherwise(pl.col("value")).alias("value"),
+    )
     cmp = render_comparison(metrics, previous, "t")
     assert "v0" in cmp and 'class="moved"' in cmp and "No earlier dataset version" not in cmp
     assert "No earlier dataset version" in render_comparison(metrics, None, "t")

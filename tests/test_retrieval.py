@@ -20,18 +20,51 @@ TEXTS = {
 
 
 def _passages(split="train"):
-    return pl.DataFrame([{"passage_id": pid, "doc_id": d, "block_id": f"{d}-b", "source": "aihub", "institution": d,
-                          "lang": "ko", "split": split, "doc_type": "x", "title": "t", "section_path": "s",
-                          "kind": "text", "chunk_index": 0, "chunk_total": 1, "char_start": 0, "text": t,
-                          "token_count": 10, "tokenizer": "approx"} for pid, (d, t) in TEXTS.items()])
+    return pl.DataFrame(
+        [
+            {
+                "passage_id": pid,
+                "doc_id": d,
+                "block_id": f"{d}-b",
+                "source": "aihub",
+                "institution": d,
+                "lang": "ko",
+                "split": split,
+                "doc_type": "x",
+                "title": "t",
+                "section_path": "s",
+                "kind": "text",
+                "chunk_index": 0,
+                "chunk_total": 1,
+                "char_start": 0,
+                "text": t,
+                "token_count": 10,
+                "tokenizer": "approx",
+            }
+            for pid, (d, t) in TEXTS.items()
+        ]
+    )
 
 
 def _seed(sid="s1", answerable=True, passage="pA", doc="dA"):
-    return {"seed_id": sid, "passage_id": passage, "doc_id": doc, "source": "aihub", "institution": doc, "lang": "ko",
-            "split": "train", "question": "예금자보호 한도는 1인당 얼마인가요?", "answer": "1억 원" if answerable else "2억 원",
-            "clue_text": "예금자보호 한도는 2025년 9월 1일부터 1인당 1억 원으로 상향되었습니다." if answerable else None,
-            "clue_start": 0 if answerable else None, "answer_start": 36 if answerable else None, "qa_kind": "span",
-            "answerable": answerable, "method": "aihub_given", "origin_id": sid}
+    return {
+        "seed_id": sid,
+        "passage_id": passage,
+        "doc_id": doc,
+        "source": "aihub",
+        "institution": doc,
+        "lang": "ko",
+        "split": "train",
+        "question": "예금자보호 한도는 1인당 얼마인가요?",
+        "answer": "1억 원" if answerable else "2억 원",
+        "clue_text": "예금자보호 한도는 2025년 9월 1일부터 1인당 1억 원으로 상향되었습니다." if answerable else None,
+        "clue_start": 0 if answerable else None,
+        "answer_start": 36 if answerable else None,
+        "qa_kind": "span",
+        "answerable": answerable,
+        "method": "aihub_given",
+        "origin_id": sid,
+    }
 
 
 def _run(seeds, top_k=3, judge_answerable_seeds="in_retrieve"):
@@ -84,8 +117,10 @@ def test_retrieval_never_crosses_splits():
     passages = pl.concat([_passages("train"), _passages("test").with_columns(pl.col("passage_id") + "-t")])
     emb = embedding.run({"passages": passages}, StageContext(stage="embed", config=EmbedConfig(), seed=1))["embeddings"]
     seed = {**_seed(), "split": "test", "passage_id": "pA-t"}
-    out = retrieval.run({"passages": passages, "embeddings": emb, "qa_seeds": pl.DataFrame([seed])},
-                        StageContext(stage="retrieve", config=RetrieveConfig(top_k=5, candidate_pool=10), seed=1))
+    out = retrieval.run(
+        {"passages": passages, "embeddings": emb, "qa_seeds": pl.DataFrame([seed])},
+        StageContext(stage="retrieve", config=RetrieveConfig(top_k=5, candidate_pool=10), seed=1),
+    )
     shown = out["retrievals"]["passage_id"].to_list() + out["hard_negatives"]["passage_id"].to_list()
     assert shown and all(p.endswith("-t") for p in shown)
 

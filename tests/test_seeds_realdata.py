@@ -33,23 +33,31 @@ from finhallu.text.numbers import find_numbers
 pytestmark = pytest.mark.realdata
 
 # VALUE-UNIT-PERIOD: "391.035bn-USD-FY-2024", "16.2%-FY-2022", "8m-USD-NA", "50-bps-NA"
-VUP = re.compile(r"^(?:-?\d+(?:\.\d+)?(?:m|bn|tn)?-(?:USD|KRW|count|shares|x|bps|NA)|-?\d+(?:\.\d+)?%p?|NA-\w+)-"
-                 r"(?:(?:FY|H1|Q1|Q3)-\d{4}|NA)$")
+VUP = re.compile(
+    r"^(?:-?\d+(?:\.\d+)?(?:m|bn|tn)?-(?:USD|KRW|count|shares|x|bps|NA)|-?\d+(?:\.\d+)?%p?|NA-\w+)-"
+    r"(?:(?:FY|H1|Q1|Q3)-\d{4}|NA)$"
+)
 
 
 @pytest.fixture(scope="module")
 def built(real_data):
     sources = [
         {"kind": "sec10k", "paths": [str(real_data / "sec10k/html/aapl-10-k-2024-11-01.html")]},
-        {"kind": "xbrl", "paths": [str(real_data / "sec10k/xbrl/aapl_10k_2023_aapl-20230930_htm.xml"),
-                                   str(real_data / "dart/xbrl")]},
+        {
+            "kind": "xbrl",
+            "paths": [str(real_data / "sec10k/xbrl/aapl_10k_2023_aapl-20230930_htm.xml"), str(real_data / "dart/xbrl")],
+        },
         {"kind": "dart", "paths": [str(real_data / "dart/document-xml")]},
     ]
     ing = ingest.run({}, StageContext(stage="ingest", config=IngestConfig(sources=sources), seed=1))
     docs = CONTRACTS["documents"].conform(ing["documents"])
     passages = chunking.run({"documents": docs}, StageContext(stage="chunk", config=ChunkConfig(), seed=1))["passages"]
-    inputs = {"documents": docs, "passages": passages, "source_qas": ing["source_qas"],
-              "facts": CONTRACTS["facts"].conform(ing["facts"])}
+    inputs = {
+        "documents": docs,
+        "passages": passages,
+        "source_qas": ing["source_qas"],
+        "facts": CONTRACTS["facts"].conform(ing["facts"]),
+    }
     out = seed_qa.run(inputs, StageContext(stage="seed_qa", config=SeedQAConfig(), seed=20240917))
     return inputs, {k: CONTRACTS[k].conform(v) for k, v in out.items()}
 
@@ -71,8 +79,8 @@ def test_every_clue_is_its_passage_text_at_clue_start(built):
     seeds = out["qa_seeds"].filter(pl.col("method") != "aihub_given")
     for s in seeds.iter_rows(named=True):
         text = texts[s["passage_id"]]
-        assert text[s["clue_start"]:s["clue_start"] + len(s["clue_text"])] == s["clue_text"], s
-        assert text[s["answer_start"]:s["answer_start"] + len(s["answer"])] == s["answer"], s
+        assert text[s["clue_start"] : s["clue_start"] + len(s["clue_text"])] == s["clue_text"], s
+        assert text[s["answer_start"] : s["answer_start"] + len(s["answer"])] == s["answer"], s
 
 
 def _stated(answer: str) -> Decimal:
@@ -108,22 +116,37 @@ def test_numeric_answers_equal_the_xbrl_facts(built):
 def test_dedup_removes_planted_duplicates_from_real_questions(built):
     inputs, _ = built
     doc = next(d for d in document_contexts(inputs["documents"], inputs["passages"], inputs["facts"], {"dart"}))
-    i = next(k for k, p in enumerate(doc.passages) if "요약재무정보" in (p["section_path"] or "") and p["kind"] == "table"
-             and "자산총계" in p["text"])
-    real = generate_questions(chunk=doc.passages[i]["text"], **doc.op_inputs(i), style="formal", n=6,
-                              rng_seed=3).questions
+    i = next(
+        k
+        for k, p in enumerate(doc.passages)
+        if "요약재무정보" in (p["section_path"] or "") and p["kind"] == "table" and "자산총계" in p["text"]
+    )
+    real = generate_questions(chunk=doc.passages[i]["text"], **doc.op_inputs(i), style="formal", n=6, rng_seed=3).questions
     originals = [q.question for q in real]
     assert len(set(originals)) == len(originals) >= 4
-    planted = [originals[0], originals[1].replace(" ", "  ", 1).replace("  ", ""),  # exact copy, spacing variant
-               generate_questions(chunk=doc.passages[i]["text"], **doc.op_inputs(i), style="colloquial", n=6,
-                                  rng_seed=3).questions[0].question]  # the same figure asked in another style
+    planted = [
+        originals[0],
+        originals[1].replace(" ", "  ", 1).replace("  ", ""),  # exact copy, spacing variant
+        generate_questions(chunk=doc.passages[i]["text"], **doc.op_inputs(i), style="colloquial", n=6, rng_seed=3)
+        .questions[0]
+        .question,
+    ]  # the same figure asked in another style
     questions = originals + planted
     from finhallu.embedders import embedder_from_config
     from finhallu.embedders import EmbedConfig
 
     vectors = embedder_from_config(EmbedConfig()).encode(questions)
-    res = deduplicate(questions, np.asarray(vectors), [(k,) for k in range(len(questions))], LLMRouter({}),
-                      "qa_judge", doc.company, doc.lang, 0.5, 0.95)
+    res = deduplicate(
+        questions,
+        np.asarray(vectors),
+        [(k,) for k in range(len(questions))],
+        LLMRouter({}),
+        "qa_judge",
+        doc.company,
+        doc.lang,
+        0.5,
+        0.95,
+    )
     kept = [questions[k] for k in res.kept]
     assert sorted(kept) == sorted(originals), (kept, planted)  # every plant removed, no original lost
     assert res.compression_rate == pytest.approx(len(planted) / len(questions))
@@ -134,8 +157,9 @@ def test_stepwise_counts_are_consistent(built):
     stats = out["seed_qa_stats"]
     assert _funnel_non_increasing(stats, {})["ok"].all()
     v = {(r["source"], r["method"], r["metric"]): r["value"] for r in stats.iter_rows(named=True)}
-    for source, method, n in out["qa_seeds"].filter(pl.col("method") != "aihub_given").group_by(
-            "source", "method").len().iter_rows():
+    for source, method, n in (
+        out["qa_seeds"].filter(pl.col("method") != "aihub_given").group_by("source", "method").len().iter_rows()
+    ):
         assert v[(source, method, "seeds")] == n
     d = ("dart", "multi_llm_qa")
     gen = v[(*d, "questions_generated")]
@@ -165,8 +189,12 @@ def _build(sources: list[dict], methods: dict) -> tuple[dict, dict]:
     ing = ingest.run({}, StageContext(stage="ingest", config=IngestConfig(sources=sources), seed=1))
     docs = CONTRACTS["documents"].conform(ing["documents"])
     passages = chunking.run({"documents": docs}, StageContext(stage="chunk", config=ChunkConfig(), seed=1))["passages"]
-    inputs = {"documents": docs, "passages": passages, "source_qas": ing["source_qas"],
-              "facts": CONTRACTS["facts"].conform(ing["facts"]) if ing["facts"].height else None}
+    inputs = {
+        "documents": docs,
+        "passages": passages,
+        "source_qas": ing["source_qas"],
+        "facts": CONTRACTS["facts"].conform(ing["facts"]) if ing["facts"].height else None,
+    }
     out = seed_qa.run(inputs, StageContext(stage="seed_qa", config=SeedQAConfig(methods=methods), seed=20240917))
     return inputs, out
 
@@ -187,16 +215,18 @@ def _passage_with(inputs: dict, doc_suffix: str, text: str, sources=("sec10k",))
     return doc, i
 
 
-@pytest.mark.parametrize("doc_suffix,sentence,span,period", [
-    # asked about fiscal 2007, answered with fiscal 2005's net income: "2005" was read as the first figure
-    ("-2007", "was the result of net income of $927,000", "$927,000", "FY-2005"),
-    # asked about fiscal 1997, answered "In fiscal 1996, ..."
-    ("-1997", "In fiscal 1996, amortization increased to $1.0 million.", "$1.0 million", "FY-1996"),
-    ("-1997", "In fiscal 1996, the provision for doubtful accounts increased to $3.5 million.", "$3.5 million",
-     "FY-1996"),
-    # no year of its own, in a sentence about fiscal 1996 of a fiscal-1997 filing: not dated, never asked
-    ("-1997", "effective tax rate decreased to 42.1%", "42.1%", "NA"),
-])
+@pytest.mark.parametrize(
+    "doc_suffix,sentence,span,period",
+    [
+        # asked about fiscal 2007, answered with fiscal 2005's net income: "2005" was read as the first figure
+        ("-2007", "was the result of net income of $927,000", "$927,000", "FY-2005"),
+        # asked about fiscal 1997, answered "In fiscal 1996, ..."
+        ("-1997", "In fiscal 1996, amortization increased to $1.0 million.", "$1.0 million", "FY-1996"),
+        ("-1997", "In fiscal 1996, the provision for doubtful accounts increased to $3.5 million.", "$3.5 million", "FY-1996"),
+        # no year of its own, in a sentence about fiscal 1996 of a fiscal-1997 filing: not dated, never asked
+        ("-1997", "effective tax rate decreased to 42.1%", "42.1%", "NA"),
+    ],
+)
 def test_edgar_lookback_sentences_are_dated_by_their_own_year(edgar, doc_suffix, sentence, span, period):
     inputs, _ = edgar
     doc, i = _passage_with(inputs, doc_suffix, sentence)
@@ -235,11 +265,11 @@ def test_dart_cash_flow_question_is_answered_from_the_row_it_names(built):
     assert WRONG_ROW in chunk
     ans = answer_question(chunk=chunk, question=Q_OCI, style="table_first", **doc.op_inputs(i))
     assert (ans.span, ans.evidence) == ("(15,385)", CASH_FLOW_ROW), ans
-    wrong = check_factuality(chunk=chunk, question=Q_OCI, answer="(4,326,888)백만원입니다.", span="(4,326,888)",
-                             evidence=WRONG_ROW, **doc.op_inputs(i))
+    wrong = check_factuality(
+        chunk=chunk, question=Q_OCI, answer="(4,326,888)백만원입니다.", span="(4,326,888)", evidence=WRONG_ROW, **doc.op_inputs(i)
+    )
     assert not wrong.factual and "line item" in wrong.reason
-    seed = {"question": Q_OCI, "answer": "(4,326,888)", "clue_text": WRONG_ROW, "clue_start": chunk.find(WRONG_ROW),
-            "lang": "ko"}
+    seed = {"question": Q_OCI, "answer": "(4,326,888)", "clue_text": WRONG_ROW, "clue_start": chunk.find(WRONG_ROW), "lang": "ko"}
     assert seed_mismatch(seed, chunk, doc.periods) == "row_mismatch"
     right = {**seed, "answer": "(15,385)", "clue_text": CASH_FLOW_ROW, "clue_start": chunk.find(CASH_FLOW_ROW)}
     assert seed_mismatch(right, chunk, doc.periods) is None
@@ -252,7 +282,10 @@ def test_every_generated_seed_names_its_row_and_its_period(built):
     docs = {d.doc_id: d for d in document_contexts(inputs["documents"], inputs["passages"], None, {"sec10k", "dart"})}
     texts = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
     seeds = out["qa_seeds"].filter(pl.col("method") != "aihub_given")
-    bad = [(s["question"], s["answer"], s["clue_text"][:80]) for s in seeds.iter_rows(named=True)
-           if seed_mismatch(s, texts[s["passage_id"]], docs[s["doc_id"]].periods)]
+    bad = [
+        (s["question"], s["answer"], s["clue_text"][:80])
+        for s in seeds.iter_rows(named=True)
+        if seed_mismatch(s, texts[s["passage_id"]], docs[s["doc_id"]].periods)
+    ]
     assert not bad, bad[:5]
     assert not seeds.filter(pl.col("question").str.contains("3 ?개 ?월") & pl.col("period").str.starts_with("H1")).height

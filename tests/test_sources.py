@@ -30,6 +30,7 @@ HEADING_LIKE = re.compile(r"^\s*item\s*\d{1,2}[a-c]?\b", re.IGNORECASE)
 
 # --------------------------------------------------------------------------- helpers
 
+
 def load_all(source: str, path: Path) -> tuple[list[LoadedDoc], list[Quarantined]]:
     docs, quarantined = [], []
     for item in get_loader(source).load(path):
@@ -58,8 +59,15 @@ def load_one(source: str, path: str) -> LoadedDoc:
 
 def doc_sig(doc: LoadedDoc) -> tuple:
     """Everything a loader produces except where it read the document from."""
-    return (doc.doc_id, doc.institution, doc.title, doc.doc_type, doc.published,
-            [(b.block_id, b.section_path, b.kind, b.text) for b in doc.blocks], doc.qas)
+    return (
+        doc.doc_id,
+        doc.institution,
+        doc.title,
+        doc.doc_type,
+        doc.published,
+        [(b.block_id, b.section_path, b.kind, b.text) for b in doc.blocks],
+        doc.qas,
+    )
 
 
 def items(doc: LoadedDoc) -> dict[str, dict]:
@@ -112,16 +120,24 @@ DART_XML = "dart/document-xml/dart-20220816001711.xhml"
 
 # --------------------------------------------------------------------------- 1. AI-Hub (real sample)
 
+
 @pytest.mark.realdata
 def test_aihub_fixture_set_present(real_data):
     names = {f.name for f in (real_data / "aihub-mrc").glob("TL_*.json")}
-    assert {"TL_multiple_choice.json", "TL_span_extraction.json", "TL_tableqa.json",
-            "TL_text_entailment.json", "TL_unanswerable.json"} <= names
+    assert {
+        "TL_multiple_choice.json",
+        "TL_span_extraction.json",
+        "TL_tableqa.json",
+        "TL_text_entailment.json",
+        "TL_unanswerable.json",
+    } <= names
 
 
 @pytest.mark.realdata
-@pytest.mark.parametrize("name", ["TL_multiple_choice.json", "TL_span_extraction.json", "TL_tableqa.json",
-                                  "TL_text_entailment.json", "TL_unanswerable.json"])
+@pytest.mark.parametrize(
+    "name",
+    ["TL_multiple_choice.json", "TL_span_extraction.json", "TL_tableqa.json", "TL_text_entailment.json", "TL_unanswerable.json"],
+)
 def test_aihub_tl_loads_every_qa(real_data, name):
     path = real_data / "aihub-mrc" / name
     raw = json.loads(path.read_text(encoding="utf-8"))
@@ -165,14 +181,14 @@ def test_aihub_tl_loads_every_qa(real_data, name):
         if text and text in block.text and row["qa_kind"] not in ("yesno", "entailment"):
             s = row["answer_start"]
             assert s is not None, row
-            assert block.text[s:s + len(text)] == text, row
+            assert block.text[s : s + len(text)] == text, row
         clue = ans.get("clue_text")
         if clue:
             clue = PUA.sub("", re.sub(r"<br\s*/?>", "\n", clue, flags=re.I))
             if clue in block.text:
                 s = row["clue_start"]
                 assert s is not None, row
-                assert block.text[s:s + len(clue)] == clue, row
+                assert block.text[s : s + len(clue)] == clue, row
                 assert "clue_not_in_context" not in row["flags"]
 
 
@@ -238,8 +254,9 @@ def test_aihub_ts_has_same_documents_without_qas(real_data):
         ts_docs, q = load_all("aihub", ts)
         assert q == []
         assert all(d.qas == [] for d in ts_docs)
-        assert [(d.doc_id, [b.text for b in d.blocks]) for d in ts_docs] == \
-               [(d.doc_id, [b.text for b in d.blocks]) for d in tl_docs]
+        assert [(d.doc_id, [b.text for b in d.blocks]) for d in ts_docs] == [
+            (d.doc_id, [b.text for b in d.blocks]) for d in tl_docs
+        ]
 
 
 @pytest.mark.realdata
@@ -278,14 +295,15 @@ def test_aihub_broken_files_are_quarantined(real_data, tmp_path):
 
 
 def test_aihub_corrupt_zip_member_is_quarantined(tmp_path):
-    payload = json.dumps({"data": [{"doc_id": "X1", "doc_source": "기관", "paragraphs": [{"context": "본문" * 200}]}]},
-                         ensure_ascii=False).encode()
+    payload = json.dumps(
+        {"data": [{"doc_id": "X1", "doc_source": "기관", "paragraphs": [{"context": "본문" * 200}]}]}, ensure_ascii=False
+    ).encode()
     zpath = tmp_path / "bad_member.zip"
     with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_STORED) as zf:
         zf.writestr("a.json", payload)
     blob = bytearray(zpath.read_bytes())
     i = blob.index("본문".encode())
-    blob[i:i + 6] = b"XXXXXX"  # data changed under an intact directory: CRC mismatch on read
+    blob[i : i + 6] = b"XXXXXX"  # data changed under an intact directory: CRC mismatch on read
     zpath.write_bytes(bytes(blob))
     docs, quarantined = load_all("aihub", zpath)
     assert docs == []
@@ -293,24 +311,73 @@ def test_aihub_corrupt_zip_member_is_quarantined(tmp_path):
 
 
 def _fin_legal_doc() -> dict:
-    ctx = ("전세보증금반환보증은 임대인이 계약 종료 후 보증금을 돌려주지 않을 때 보증기관이 대신 지급하는 상품이다.<br>"
-           "가입 절차는 먼저 신청서를 작성하고, 다음으로 서류를 제출한 뒤, 마지막으로 보증료를 납부하는 순서이다.\uf000")
-    return {"data": [{
-        "doc_id": "FIN001", "doc_title": "전세보증 안내", "doc_source": "주택도시보증공사", "doc_published": 20240105,
-        "doc_class": {"code": "금융"},
-        "paragraphs": [{"context_id": "C1", "context": ctx, "qas": [
-            {"question_id": "Q2", "qa_type": 2, "question": "보증기관이 대신 지급하나요?", "is_impossible": False,
-             "answer": {"text": "예", "answer_start": None, "clue_text": "보증기관이 대신 지급하는 상품이다.", "clue_start": 40}},
-            {"question_id": "Q4", "qa_type": 4, "question": "가입 절차의 첫 단계는?", "is_impossible": False,
-             "answer": {"text": "신청서를 작성", "answer_start": 3, "clue_text": None, "clue_start": None,
-                        "options": ["신청서를 작성", "서류를 제출", "보증료를 납부", "계약을 해지"]}},
-            {"question_id": "Q5", "qa_type": 5, "question": "가입 절차는 어떻게 되나요?", "is_impossible": False,
-             "answer": {"text": "먼저 신청서를 작성하고, 다음으로 서류를 제출한 뒤, 마지막으로 보증료를 납부하는 순서",
-                        "answer_start": 0, "clue_text": None, "clue_start": None}},
-            {"question_id": "Q9", "qa_type": 9, "question": "이 상품의 이름은?", "is_impossible": False,
-             "answer": {"text": "전세보증금반환보증", "answer_start": 0}},
-        ]}],
-    }]}
+    ctx = (
+        "전세보증금반환보증은 임대인이 계약 종료 후 보증금을 돌려주지 않을 때 보증기관이 대신 지급하는 상품이다.<br>"
+        "가입 절차는 먼저 신청서를 작성하고, 다음으로 서류를 제출한 뒤, 마지막으로 보증료를 납부하는 순서이다.\uf000"
+    )
+    return {
+        "data": [
+            {
+                "doc_id": "FIN001",
+                "doc_title": "전세보증 안내",
+                "doc_source": "주택도시보증공사",
+                "doc_published": 20240105,
+                "doc_class": {"code": "금융"},
+                "paragraphs": [
+                    {
+                        "context_id": "C1",
+                        "context": ctx,
+                        "qas": [
+                            {
+                                "question_id": "Q2",
+                                "qa_type": 2,
+                                "question": "보증기관이 대신 지급하나요?",
+                                "is_impossible": False,
+                                "answer": {
+                                    "text": "예",
+                                    "answer_start": None,
+                                    "clue_text": "보증기관이 대신 지급하는 상품이다.",
+                                    "clue_start": 40,
+                                },
+                            },
+                            {
+                                "question_id": "Q4",
+                                "qa_type": 4,
+                                "question": "가입 절차의 첫 단계는?",
+                                "is_impossible": False,
+                                "answer": {
+                                    "text": "신청서를 작성",
+                                    "answer_start": 3,
+                                    "clue_text": None,
+                                    "clue_start": None,
+                                    "options": ["신청서를 작성", "서류를 제출", "보증료를 납부", "계약을 해지"],
+                                },
+                            },
+                            {
+                                "question_id": "Q5",
+                                "qa_type": 5,
+                                "question": "가입 절차는 어떻게 되나요?",
+                                "is_impossible": False,
+                                "answer": {
+                                    "text": "먼저 신청서를 작성하고, 다음으로 서류를 제출한 뒤, 마지막으로 보증료를 납부하는 순서",
+                                    "answer_start": 0,
+                                    "clue_text": None,
+                                    "clue_start": None,
+                                },
+                            },
+                            {
+                                "question_id": "Q9",
+                                "qa_type": 9,
+                                "question": "이 상품의 이름은?",
+                                "is_impossible": False,
+                                "answer": {"text": "전세보증금반환보증", "answer_start": 0},
+                            },
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
 
 
 def test_aihub_singular_answer_layout(tmp_path):
@@ -327,11 +394,11 @@ def test_aihub_singular_answer_layout(tmp_path):
     assert len(qas) == 4
     assert qas["Q2"]["qa_kind"] == "yesno" and qas["Q2"]["answer"] == "예" and qas["Q2"]["answer_start"] is None
     clue = qas["Q2"]["clue_text"]
-    assert block.text[qas["Q2"]["clue_start"]:qas["Q2"]["clue_start"] + len(clue)] == clue
+    assert block.text[qas["Q2"]["clue_start"] : qas["Q2"]["clue_start"] + len(clue)] == clue
     assert qas["Q4"]["qa_kind"] == "multiple_choice"
     assert qas["Q4"]["options"] == ["신청서를 작성", "서류를 제출", "보증료를 납부", "계약을 해지"]
     s = qas["Q4"]["answer_start"]
-    assert s is not None and block.text[s:s + len("신청서를 작성")] == "신청서를 작성"
+    assert s is not None and block.text[s : s + len("신청서를 작성")] == "신청서를 작성"
     assert qas["Q5"]["qa_kind"] == "procedure"
     s = qas["Q5"]["answer_start"]
     assert s is not None and block.text[s:].startswith("먼저 신청서를 작성하고")
@@ -341,12 +408,18 @@ def test_aihub_singular_answer_layout(tmp_path):
 
 
 def test_aihub_incomplete_records_are_quarantined(tmp_path):
-    data = {"data": [
-        {"doc_id": "A1", "doc_source": "금융감독원", "paragraphs": [{"context": "정상 문단입니다.", "qas": [{"question": ""}]}]},
-        {"doc_id": "A2", "paragraphs": [{"context": "기관 없음"}]},
-        {"doc_id": "A3", "doc_source": "한국은행", "paragraphs": [{"context": "   "}]},
-        "not an object",
-    ]}
+    data = {
+        "data": [
+            {
+                "doc_id": "A1",
+                "doc_source": "금융감독원",
+                "paragraphs": [{"context": "정상 문단입니다.", "qas": [{"question": ""}]}],
+            },
+            {"doc_id": "A2", "paragraphs": [{"context": "기관 없음"}]},
+            {"doc_id": "A3", "doc_source": "한국은행", "paragraphs": [{"context": "   "}]},
+            "not an object",
+        ]
+    }
     path = tmp_path / "x.json"
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     docs, quarantined = load_all("aihub", path)
@@ -363,6 +436,7 @@ def test_aihub_incomplete_records_are_quarantined(tmp_path):
 
 
 # --------------------------------------------------------------------------- 2. SEC 10-K HTML
+
 
 @pytest.mark.realdata
 def test_10k_apple(real_data):
@@ -409,9 +483,16 @@ def test_10k_nvidia(real_data):
 
 
 @pytest.mark.realdata
-@pytest.mark.parametrize("name", ["aapl-10-k-2024-11-01.html", "wfc-10-k-2025-02-25.html", "nvda-10-k-2025-02-26.html",
-                                  "parity_gate_10-K_0000950153-99-001234.html",
-                                  "parity_gate_10-K_0001193125-10-073212.html"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "aapl-10-k-2024-11-01.html",
+        "wfc-10-k-2025-02-25.html",
+        "nvda-10-k-2025-02-26.html",
+        "parity_gate_10-K_0000950153-99-001234.html",
+        "parity_gate_10-K_0001193125-10-073212.html",
+    ],
+)
 def test_10k_item_sections_are_bodies_not_toc(real_data, name):
     doc = load_one("sec10k", sec_file(name))
     it = items(doc)
@@ -432,10 +513,13 @@ def test_10k_item_sections_are_bodies_not_toc(real_data, name):
 
 
 @pytest.mark.realdata
-@pytest.mark.parametrize("name,company", [
-    ("parity_gate_10-K_0000950153-99-001234.html", "MEDICIS PHARMACEUTICAL CORPORATION"),
-    ("parity_gate_10-K_0001193125-10-073212.html", "GAINSCO, INC."),
-])
+@pytest.mark.parametrize(
+    "name,company",
+    [
+        ("parity_gate_10-K_0000950153-99-001234.html", "MEDICIS PHARMACEUTICAL CORPORATION"),
+        ("parity_gate_10-K_0001193125-10-073212.html", "GAINSCO, INC."),
+    ],
+)
 def test_10k_plain_html(real_data, name, company):
     doc = load_one("sec10k", sec_file(name))
     assert doc.institution.upper() == company.upper()
@@ -497,6 +581,7 @@ def test_10k_without_items_is_quarantined(tmp_path):
 
 
 # --------------------------------------------------------------------------- 3. DART document XML
+
 
 @pytest.mark.realdata
 def test_dart_fixture_is_cp949_declared_utf8(real_data):
@@ -567,15 +652,18 @@ def test_dart_bare_ampersand_and_angle_text_survive(real_data):
 def test_dart_bad_inputs_are_quarantined(tmp_path):
     (tmp_path / "notdart.xml").write_text("<?xml version='1.0'?><ROOT><P>x</P></ROOT>", encoding="utf-8")
     (tmp_path / "noname.xml").write_text("<DOCUMENT><BODY><P>본문</P></BODY></DOCUMENT>", encoding="utf-8")
-    (tmp_path / "empty.xml").write_text(
-        "<DOCUMENT><COMPANY-NAME>가나다</COMPANY-NAME><BODY></BODY></DOCUMENT>", encoding="utf-8")
+    (tmp_path / "empty.xml").write_text("<DOCUMENT><COMPANY-NAME>가나다</COMPANY-NAME><BODY></BODY></DOCUMENT>", encoding="utf-8")
     docs, quarantined = load_folder("dart", tmp_path)
     assert docs == []
     assert sorted((Path(q.path).name, q.field) for q in quarantined) == [
-        ("empty.xml", "BODY"), ("noname.xml", "COMPANY-NAME"), ("notdart.xml", "DOCUMENT")]
+        ("empty.xml", "BODY"),
+        ("noname.xml", "COMPANY-NAME"),
+        ("notdart.xml", "DOCUMENT"),
+    ]
 
 
 # --------------------------------------------------------------------------- 4. bundled demo corpus
+
 
 @lru_cache(maxsize=None)
 def demo_corpus() -> tuple[tuple, tuple]:
@@ -614,10 +702,10 @@ def test_demo_aihub():
         block = blocks[q["block_id"]]
         assert q["clue_text"], q["qa_id"]
         assert q["clue_start"] is not None and "clue_not_in_context" not in q["flags"], q["qa_id"]
-        assert block.text[q["clue_start"]:q["clue_start"] + len(q["clue_text"])] == q["clue_text"]
+        assert block.text[q["clue_start"] : q["clue_start"] + len(q["clue_text"])] == q["clue_text"]
         assert "answer_not_in_context" not in q["flags"] or q["qa_kind"] in ("yesno", "multiple_choice"), q
         if q["answer_start"] is not None:
-            assert block.text[q["answer_start"]:q["answer_start"] + len(q["answer"])] == q["answer"]
+            assert block.text[q["answer_start"] : q["answer_start"] + len(q["answer"])] == q["answer"]
     assert not any(f.startswith("unknown_qa_type") for d in ai for q in d.qas for f in q["flags"])
     for b in blocks.values():
         assert "<br" not in b.text.lower() and "<table" not in b.text.lower() and not PUA.search(b.text)
@@ -650,9 +738,11 @@ def test_demo_dart():
 
 def test_get_loader_after_direct_module_import():
     # Importing one loader module first must not hide the others from get_loader.
-    code = ("from finhallu.sources import sec10k\n"
-            "from finhallu.sources import get_loader\n"
-            "print(sorted(get_loader(n).name for n in ('aihub', 'dart', 'sec10k')))")
+    code = (
+        "from finhallu.sources import sec10k\n"
+        "from finhallu.sources import get_loader\n"
+        "print(sorted(get_loader(n).name for n in ('aihub', 'dart', 'sec10k')))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "['aihub', 'dart', 'sec10k']"

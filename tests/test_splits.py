@@ -13,9 +13,18 @@ from finhallu.sources import LoadedDoc
 from finhallu.text.dates import iso_date, iso_date_or_period
 
 
-@pytest.mark.parametrize("raw,iso", [("20210402", "2021-04-02"), ("January 26, 2025", "2025-01-26"),
-                                     ("Sept 30, 2023", "2023-09-30"), ("2021년 4월 2일", "2021-04-02"),
-                                     ("2025.01.26", "2025-01-26"), ("June 31, 2024", None), ("FY2024", None)])
+@pytest.mark.parametrize(
+    "raw,iso",
+    [
+        ("20210402", "2021-04-02"),
+        ("January 26, 2025", "2025-01-26"),
+        ("Sept 30, 2023", "2023-09-30"),
+        ("2021년 4월 2일", "2021-04-02"),
+        ("2025.01.26", "2025-01-26"),
+        ("June 31, 2024", None),
+        ("FY2024", None),
+    ],
+)
 def test_iso_dates(raw, iso):
     assert iso_date(raw) == iso
 
@@ -46,9 +55,16 @@ def test_filings_split_by_company_id_and_stable_ratio():
 
 
 def test_aihub_documents_kept_by_category(tmp_path):
-    docs = [{"doc_id": f"D{i}", "doc_source": "기관", "doc_title": "t", "doc_class": {"class": cls, "code": "c"},
-             "paragraphs": [{"context": "본문입니다. 한도는 1억 원입니다.", "qas": []}]}
-            for i, cls in enumerate(["금융", "공공행정", "금융"])]
+    docs = [
+        {
+            "doc_id": f"D{i}",
+            "doc_source": "기관",
+            "doc_title": "t",
+            "doc_class": {"class": cls, "code": "c"},
+            "paragraphs": [{"context": "본문입니다. 한도는 1억 원입니다.", "qas": []}],
+        }
+        for i, cls in enumerate(["금융", "공공행정", "금융"])
+    ]
     (tmp_path / "a.json").write_text(json.dumps({"data": docs}, ensure_ascii=False), encoding="utf-8")
     cfg = load_config("demo", {"ingest": {"sources": [{"kind": "aihub", "paths": [str(tmp_path)], "categories": ["금융"]}]}})
     out = ingest.run({}, StageContext(stage="ingest", config=cfg.ingest, seed=1))

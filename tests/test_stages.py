@@ -22,9 +22,22 @@ def test_each_profile_section_is_typed_by_its_stage_declaration():
 
 def test_a_stage_calling_a_role_or_operation_it_does_not_declare_fails():
     ctx = StageContext(stage="dialogue_qc", config=DialogueQCConfig(), seed=1)
-    turns = [{"turn_index": 1, "kind": "question", "reconfirms_turn": None, "query": "q?", "standalone_query": "q?",
-              "response": "a.", "answerable": True, "clue": "a", "answer": "a", "gold_passage": "a", "doc": "d",
-              "context": ["a"]}]
+    turns = [
+        {
+            "turn_index": 1,
+            "kind": "question",
+            "reconfirms_turn": None,
+            "query": "q?",
+            "standalone_query": "q?",
+            "response": "a.",
+            "answerable": True,
+            "clue": "a",
+            "answer": "a",
+            "gold_passage": "a",
+            "doc": "d",
+            "context": ["a"],
+        }
+    ]
     assert ctx.llm.call("dialogue_judge", "judge_dialogue", turns=turns, lang="en").answerability == 1.0
     with pytest.raises(UndeclaredCallError, match="role 'user_llm'"):
         ctx.llm.call("user_llm", "judge_dialogue", turns=turns, lang="en")  # offline too: not silently the rules
@@ -34,26 +47,36 @@ def test_a_stage_calling_a_role_or_operation_it_does_not_declare_fails():
 
 def test_roles_named_by_the_config_are_declared_and_keyed(tmp_path):
     gen = {"role": "qa_generator_d", "style": "formal", "seed": 3}
-    cfg = load_config("demo", {"roles": {"qa_generator_d": {"provider": "offline", "temperature": 0.5}},
-                               "seed_qa": {"multi_llm_qa": {"question_generators": [gen]}}})
+    cfg = load_config(
+        "demo",
+        {
+            "roles": {"qa_generator_d": {"provider": "offline", "temperature": 0.5}},
+            "seed_qa": {"multi_llm_qa": {"question_generators": [gen]}},
+        },
+    )
     seed_qa = STAGES_BY_NAME["seed_qa"]
     assert "qa_generator_d" in seed_qa.calls_roles(cfg)
     assert "qa_generator_d" in stage_key_material("seed_qa", {}, cfg, str(tmp_path))["roles"]
     assert "qa_generator_d" in seed_qa.context(cfg).roles
-    judge = load_config("demo", {"roles": {"my_judge": {"provider": "offline"}},
-                                 "detect": {"detectors": {"llm_judge:mine": {"role": "my_judge"}}}})
+    judge = load_config(
+        "demo",
+        {"roles": {"my_judge": {"provider": "offline"}}, "detect": {"detectors": {"llm_judge:mine": {"role": "my_judge"}}}},
+    )
     assert "my_judge" in STAGES_BY_NAME["detect"].calls_roles(judge)
 
 
-@pytest.mark.parametrize("override, says", [
-    ({"roles": {"usr_llm": {"provider": "offline"}}}, "roles ['usr_llm'] are configured but no stage calls them"),
-    ({"roles": {"user_llm": {"provider": "openia"}}}, "unknown LLM provider 'openia'; registered: gemini, offline"),
-    ({"ingest": {"sources": [{"kind": "10k", "paths": ["x"]}]}}, "unknown source kind '10k'; registered: aihub"),
-    ({"embed": {"backend": "kur"}}, "unknown embedder backend 'kur'"),
-    ({"inject": {"types": ["contradictory", "made_up"]}}, "unknown injector 'made_up'"),
-    ({"detect": {"detectors": {"lexical": {}}}}, "unknown detector 'lexical'"),
-    ({"detect": {"detectors": {"lexical_support": {"treshold": 0.4}}}}, "has no parameter(s) ['treshold']"),
-])
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        ({"roles": {"usr_llm": {"provider": "offline"}}}, "roles ['usr_llm'] are configured but no stage calls them"),
+        ({"roles": {"user_llm": {"provider": "openia"}}}, "unknown LLM provider 'openia'; registered: gemini, offline"),
+        ({"ingest": {"sources": [{"kind": "10k", "paths": ["x"]}]}}, "unknown source kind '10k'; registered: aihub"),
+        ({"embed": {"backend": "kur"}}, "unknown embedder backend 'kur'"),
+        ({"inject": {"types": ["contradictory", "made_up"]}}, "unknown injector 'made_up'"),
+        ({"detect": {"detectors": {"lexical": {}}}}, "unknown detector 'lexical'"),
+        ({"detect": {"detectors": {"lexical_support": {"treshold": 0.4}}}}, "has no parameter(s) ['treshold']"),
+    ],
+)
 def test_names_are_checked_against_the_registries_when_the_profile_loads(override, says):
     with pytest.raises(ValidationError) as err:
         load_config("demo", override)

@@ -7,11 +7,20 @@ from finhallu.text.numbers import find_numbers, number_keys
 from finhallu.text.words import content_words, particle
 
 
-@pytest.mark.parametrize("a,b", [
-    ("1억 원", "100,000,000원"), ("5천만원", "5,000만 원"), ("16.2 %", "16.2%"), ("1억 5천만 원", "150,000,000원"),
-    ("$1.2 billion", "$1,200 million"), ("3조 2,000억", "3,200,000,000,000"),
-    ("5천5백만 원", "55,000,000원"), ("1억 6천5백만 원", "1억 6,500만 원"), ("3백만 원", "3,000,000원"),
-])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ("1억 원", "100,000,000원"),
+        ("5천만원", "5,000만 원"),
+        ("16.2 %", "16.2%"),
+        ("1억 5천만 원", "150,000,000원"),
+        ("$1.2 billion", "$1,200 million"),
+        ("3조 2,000억", "3,200,000,000,000"),
+        ("5천5백만 원", "55,000,000원"),
+        ("1억 6천5백만 원", "1억 6,500만 원"),
+        ("3백만 원", "3,000,000원"),
+    ],
+)
 def test_equivalent_amounts_normalize_alike(a, b):
     assert normalize(a) == normalize(b)
 

@@ -16,26 +16,71 @@ from finhallu.text.sentences import split_sentences
 
 INJ = load_injectors()
 
-GOLD = ("예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 원금과 소정의 이자를 보호합니다. "
-        "외화예금도 보호 대상에 포함됩니다.")
+GOLD = "예금보험공사는 금융회사가 파산하면 1인당 1억 원까지 원금과 소정의 이자를 보호합니다. 외화예금도 보호 대상에 포함됩니다."
 CORPUS = [
-    {"passage_id": "a1", "doc_id": "d1", "text": "예금자보호 한도를 넘는 예금은 파산 배당을 통해 일부만 돌려받을 수 있으며, 평균 회수율은 약 45% 수준이다."},
-    {"passage_id": "a2", "doc_id": "d2", "text": "예금보험료율은 은행 0.08%, 저축은행 0.4%로 금융권마다 다르게 정해진다. 이는 위험도를 반영한 것이다."},
+    {
+        "passage_id": "a1",
+        "doc_id": "d1",
+        "text": "예금자보호 한도를 넘는 예금은 파산 배당을 통해 일부만 돌려받을 수 있으며, 평균 회수율은 약 45% 수준이다.",
+    },
+    {
+        "passage_id": "a2",
+        "doc_id": "d2",
+        "text": "예금보험료율은 은행 0.08%, 저축은행 0.4%로 금융권마다 다르게 정해진다. 이는 위험도를 반영한 것이다.",
+    },
     {"passage_id": "a3", "doc_id": "d3", "text": "| 구분 | 2024 |\n| 보호 한도 | 5,000 |"},
-    {"passage_id": "a4", "doc_id": "d4", "text": "적금은 만기 시 이자를 한꺼번에 받습니다. 보호 대상 예금의 보험금 지급은 보통 2개월 안에 시작됩니다."},
+    {
+        "passage_id": "a4",
+        "doc_id": "d4",
+        "text": "적금은 만기 시 이자를 한꺼번에 받습니다. 보호 대상 예금의 보험금 지급은 보통 2개월 안에 시작됩니다.",
+    },
 ]
-TENK_CORPUS = [{"passage_id": "t1", "doc_id": "k1", "text": "Net interest income increased $45 million, or 8%, to $612 million "
-                "in 2024, reflecting higher loan yields. The Bank operates 64 full-service branches in California."}]
+TENK_CORPUS = [
+    {
+        "passage_id": "t1",
+        "doc_id": "k1",
+        "text": "Net interest income increased $45 million, or 8%, to $612 million "
+        "in 2024, reflecting higher loan yields. The Bank operates 64 full-service branches in California.",
+    }
+]
 
 
-def view(response: str, lang: str = "ko", corpus=CORPUS, gold: str = GOLD, query: str = "예금자보호 한도는 얼마인가요?",
-         answer: str = "1억 원", variant: str = "rules_a") -> TurnView:
-    turn = {"turn_id": "dlg#t1", "turn_index": 1, "kind": "question", "response": response, "answerable": True,
-            "answer": answer, "clue_text": split_sentences(gold)[0], "standalone_query": query, "query": query,
-            "seed_id": "s1", "gold_passage_id": "p1"}
-    return TurnView(turn=turn, history=[], lang=lang, evidence=[gold], gold_text=gold, other_context=[], sibling_seeds=[],
-                    hard_negatives=[], seed={"seed_id": "s1", "passage_id": "p1"}, doc_id="doc", variant=variant,
-                    claims=ClaimInventory.build(corpus, lang))
+def view(
+    response: str,
+    lang: str = "ko",
+    corpus=CORPUS,
+    gold: str = GOLD,
+    query: str = "예금자보호 한도는 얼마인가요?",
+    answer: str = "1억 원",
+    variant: str = "rules_a",
+) -> TurnView:
+    turn = {
+        "turn_id": "dlg#t1",
+        "turn_index": 1,
+        "kind": "question",
+        "response": response,
+        "answerable": True,
+        "answer": answer,
+        "clue_text": split_sentences(gold)[0],
+        "standalone_query": query,
+        "query": query,
+        "seed_id": "s1",
+        "gold_passage_id": "p1",
+    }
+    return TurnView(
+        turn=turn,
+        history=[],
+        lang=lang,
+        evidence=[gold],
+        gold_text=gold,
+        other_context=[],
+        sibling_seeds=[],
+        hard_negatives=[],
+        seed={"seed_id": "s1", "passage_id": "p1"},
+        doc_id="doc",
+        variant=variant,
+        claims=ClaimInventory.build(corpus, lang),
+    )
 
 
 def added(before: str, after: str) -> str:
@@ -43,14 +88,24 @@ def added(before: str, after: str) -> str:
 
 
 def accepted(v: TurnView, new: str, label: str) -> bool:
-    case = Case(response=new, paired=v.turn["response"], evidence=v.evidence, history="", question=v.turn["query"],
-                answer=v.turn["answer"], clue=v.turn["clue_text"], lang=v.lang)
+    case = Case(
+        response=new,
+        paired=v.turn["response"],
+        evidence=v.evidence,
+        history="",
+        question=v.turn["query"],
+        answer=v.turn["answer"],
+        clue=v.turn["clue_text"],
+        lang=v.lang,
+    )
     return not RULES[label].check(case)
 
 
 def test_claims_are_prose_sentences_with_figures_in_the_answers_register():
     got = claim_sentences(CORPUS[1]["text"] + "\n" + CORPUS[2]["text"], "ko")
-    assert got == ["예금보험료율은 은행 0.08%, 저축은행 0.4%로 금융권마다 다르게 정해집니다."]  # -다 -> -ㅂ니다; table and 이는 left out
+    assert got == [
+        "예금보험료율은 은행 0.08%, 저축은행 0.4%로 금융권마다 다르게 정해집니다."
+    ]  # -다 -> -ㅂ니다; table and 이는 left out
 
 
 def test_fabricated_detail_is_a_corpus_claim_with_every_figure_new():
@@ -69,8 +124,14 @@ def test_fabricated_detail_is_a_corpus_claim_with_every_figure_new():
 
 def test_english_filing_gets_an_english_filing_claim():
     gold = "Total assets were $18.4 billion at December 31, 2024."
-    v = view("Total assets were $18.4 billion at year end.", lang="en", corpus=TENK_CORPUS, gold=gold,
-             query="What was the net interest income and total assets?", answer="$18.4 billion")
+    v = view(
+        "Total assets were $18.4 billion at year end.",
+        lang="en",
+        corpus=TENK_CORPUS,
+        gold=gold,
+        query="What was the net interest income and total assets?",
+        answer="$18.4 billion",
+    )
     out = INJ["unverifiable"].inject(v, "fabricated_detail", random.Random(3))
     sent = added(v.turn["response"], out.response)
     assert sent.startswith(("Net interest income", "The Bank")) and not re.search(r"[가-힣]", sent)
@@ -78,15 +139,23 @@ def test_english_filing_gets_an_english_filing_claim():
 
 
 def test_donor_that_restates_the_evidence_is_passed_over():
-    restating = [{"passage_id": "r1", "doc_id": "d9", "text": "예금보험공사는 금융회사가 파산하면 1인당 5천만 원까지 원금과 이자를 보호한다."}]
+    restating = [
+        {
+            "passage_id": "r1",
+            "doc_id": "d9",
+            "text": "예금보험공사는 금융회사가 파산하면 1인당 5천만 원까지 원금과 이자를 보호한다.",
+        }
+    ]
     v = view("예금자보호 한도는 1인당 1억 원입니다.", corpus=restating)
     assert v.donor_claims() == []  # changing its figure would contradict the evidence
 
 
 def test_opinions_vary_and_pass_the_label_rule_in_both_languages():
     skeletons = Counter()
-    for lang, resp, query in (("ko", "예금자보호 한도는 1인당 1억 원입니다. 외화예금도 보호 대상에 포함됩니다.", "예금자보호 한도는 얼마인가요?"),
-                              ("en", "Net interest income was $612 million. It rose on loan yields.", "What was net interest income?")):
+    for lang, resp, query in (
+        ("ko", "예금자보호 한도는 1인당 1억 원입니다. 외화예금도 보호 대상에 포함됩니다.", "예금자보호 한도는 얼마인가요?"),
+        ("en", "Net interest income was $612 million. It rose on loan yields.", "What was net interest income?"),
+    ):
         for variant in ("rules_a", "rules_b"):
             for seed in range(20):
                 v = view(resp, lang=lang, query=query, answer="1억 원" if lang == "ko" else "$612 million", variant=variant)
@@ -104,12 +173,14 @@ def test_every_opinion_predicate_reads_as_an_opinion_to_both_label_checks():
     from finhallu.injectors import opinion
     from finhallu.injectors.verify import OPINION_MARKERS
     from finhallu.labelcheck.rules import _OPINION
+
     for pred in opinion._KO_GENERIC + opinion._KO_CHOICE + opinion._EN_PRED:
         assert OPINION_MARKERS.search(pred) and _OPINION.search(pred), pred
 
 
 def test_fabricated_figures_move_together_so_the_sentence_keeps_its_own_relations():
     from finhallu.injectors.fabricate import perturb_figures
+
     listed = "초기증액형은 가입 초기 1년, 4년, 8년, 11년 중 선택한 기간에는 초기 월지급금의 70% 수준으로 줄어든 금액을 받습니다."
     ranged = "펀드는 1등급부터 6등급까지 6단계의 투자위험등급으로 분류됩니다."
     barrier = "녹인 배리어가 최초기준가격의 50%인 상품에서 기초자산 가격이 한 번이라도 50% 미만으로 떨어지면 손실이 납니다."
@@ -126,8 +197,10 @@ def test_fabricated_figures_move_together_so_the_sentence_keeps_its_own_relation
 
 def test_a_year_moves_by_years_beside_an_amount_of_the_same_unit():
     from finhallu.injectors.fabricate import perturb_figures
-    filing = ("Sensitivity decreased because we added $800 million of receive-fixed swaps to hedge "
-              "variable-rate loans during 2024.")
+
+    filing = (
+        "Sensitivity decreased because we added $800 million of receive-fixed swaps to hedge variable-rate loans during 2024."
+    )
     for seed in range(20):
         year = int(re.search(r"during (\d+)", perturb_figures(filing, set(), random.Random(seed))).group(1))
         assert 2021 <= year <= 2026 and year != 2024

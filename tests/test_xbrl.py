@@ -43,11 +43,11 @@ def rows_of(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def real_rows(real_data) -> dict[str, list[dict]]:
-    return {name: rows_of(real_data / rel) for name, rel in
-            {"snow": SNOW, "lpa": LPA, "aapl": AAPL, "samsung": SAMSUNG}.items()}
+    return {name: rows_of(real_data / rel) for name, rel in {"snow": SNOW, "lpa": LPA, "aapl": AAPL, "samsung": SAMSUNG}.items()}
 
 
 # --------------------------------------------------------------------------- contract
+
 
 @pytest.mark.realdata
 def test_all_fixture_facts_conform_and_pass_the_gate(real_rows):
@@ -69,8 +69,9 @@ def test_all_fixture_facts_conform_and_pass_the_gate(real_rows):
 def test_companyfacts_one_row_per_reported_value(real_data, real_rows, name):
     rows = real_rows[name]
     doc = json.loads((real_data / (SNOW if name == "snow" else LPA)).read_text())
-    expected = sum(len(vals) for concepts in doc["facts"].values() for body in concepts.values()
-                   for vals in body["units"].values())
+    expected = sum(
+        len(vals) for concepts in doc["facts"].values() for body in concepts.values() for vals in body["units"].values()
+    )
     assert len(rows) == expected
     assert len({r["fact_id"] for r in rows}) == len(rows)
     assert {r["source"] for r in rows} == {"sec10k"}
@@ -82,9 +83,13 @@ def test_companyfacts_one_row_per_reported_value(real_data, real_rows, name):
 
 @pytest.mark.realdata
 def test_snowflake_fy2024_revenue_matches_the_json(real_rows):
-    [fact] = [r for r in real_rows["snow"]
-              if r["concept"] == "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax"
-              and r["accession"] == "0001640147-24-000101" and r["period_end"] == "2024-01-31"]
+    [fact] = [
+        r
+        for r in real_rows["snow"]
+        if r["concept"] == "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax"
+        and r["accession"] == "0001640147-24-000101"
+        and r["period_end"] == "2024-01-31"
+    ]
     assert fact["value"] == "2806489000"
     assert fact["numeric_value"] == 2_806_489_000.0
     assert fact["unit"] == "USD"
@@ -109,11 +114,18 @@ def test_lpa_ifrs_20f_facts_and_restated_values_kept_per_filing(real_rows):
 
 # --------------------------------------------------------------------------- SEC instance
 
+
 @pytest.mark.realdata
 def test_apple_instance_fy2023_revenue(real_rows):
     rows = real_rows["aapl"]
-    [total] = [r for r in rows if r["concept"] == "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax"
-               and r["period_start"] == "2022-09-25" and r["period_end"] == "2023-09-30" and r["dimensions"] == "{}"]
+    [total] = [
+        r
+        for r in rows
+        if r["concept"] == "us-gaap:RevenueFromContractWithCustomerExcludingAssessedTax"
+        and r["period_start"] == "2022-09-25"
+        and r["period_end"] == "2023-09-30"
+        and r["dimensions"] == "{}"
+    ]
     assert total["value"] == "383285000000" and total["numeric_value"] == 383_285_000_000.0
     assert (total["unit"], total["decimals"], total["context_id"]) == ("USD", "-6", "c-1")
     assert (total["entity"], total["entity_id"], total["source"]) == ("Apple Inc.", "320193", "sec10k")
@@ -129,8 +141,11 @@ def test_apple_instance_units_text_facts_and_text_blocks(real_rows):
     rows = real_rows["aapl"]
     units = {r["unit"] for r in rows}
     assert {"USD", "shares", "USD/shares", "pure"} <= units
-    eps = [r for r in rows if r["concept"] == "us-gaap:EarningsPerShareBasic" and r["dimensions"] == "{}"
-           and r["period_end"] == "2023-09-30"]
+    eps = [
+        r
+        for r in rows
+        if r["concept"] == "us-gaap:EarningsPerShareBasic" and r["dimensions"] == "{}" and r["period_end"] == "2023-09-30"
+    ]
     assert eps and eps[0]["unit"] == "USD/shares" and eps[0]["value"] == "6.16"
     assert any(r["numeric_value"] is not None and r["numeric_value"] < 0 for r in rows)  # negative values survive
     name = [r for r in rows if r["concept"] == "dei:EntityRegistrantName"]
@@ -143,6 +158,7 @@ def test_apple_instance_units_text_facts_and_text_blocks(real_rows):
 
 
 # --------------------------------------------------------------------------- DART instance
+
 
 @pytest.mark.realdata
 def test_dart_instance_korean_labels_and_consolidation(real_rows):
@@ -158,8 +174,11 @@ def test_dart_instance_korean_labels_and_consolidation(real_rows):
     own = [r for r in rows if r["concept"].startswith("entity00126380:")]
     assert own and all(HANGUL.search(r["label"]) and r["label_en"] and not HANGUL.search(r["label_en"]) for r in own)
 
-    revenue = {(json.loads(r["dimensions"])["ifrs-full:ConsolidatedAndSeparateFinancialStatementsAxis"], r["period_end"]): r
-               for r in rows if r["concept"] == "ifrs-full:Revenue"}
+    revenue = {
+        (json.loads(r["dimensions"])["ifrs-full:ConsolidatedAndSeparateFinancialStatementsAxis"], r["period_end"]): r
+        for r in rows
+        if r["concept"] == "ifrs-full:Revenue"
+    }
     cons = revenue[("ifrs-full:ConsolidatedMember", "2021-12-31")]
     sep = revenue[("ifrs-full:SeparateMember", "2021-12-31")]
     assert cons["value"] == "279604799000000" and sep["value"] == "199744705000000"
@@ -180,8 +199,12 @@ def test_dart_text_facts_keep_one_language(real_rows):
 @pytest.mark.realdata
 def test_auxiliary_and_non_facts_files_yield_nothing(real_data):
     loader = get_loader("xbrl")
-    for rel in [SEC / "submissions_company_submission.json", SEC / "aapl_10k_2023_metadata.json",
-                DART / "lab_00126380-ko_2011-04-30.xml", DART / "lab_00126380-en_2011-04-30.xml"]:
+    for rel in [
+        SEC / "submissions_company_submission.json",
+        SEC / "aapl_10k_2023_metadata.json",
+        DART / "lab_00126380-ko_2011-04-30.xml",
+        DART / "lab_00126380-en_2011-04-30.xml",
+    ]:
         assert list(loader.load(real_data / rel)) == [], rel
 
 
@@ -244,12 +267,24 @@ def test_synthetic_instance(tmp_path):
     facts, quarantined = load(p)
     assert [q.field for q in quarantined] == ["contextRef"] and "MISSING" in quarantined[0].error
     rows = {r["concept"]: r for r in facts[0].rows}
-    assert set(rows) == {"dei:EntityRegistrantName", "dei:DocumentType", "dei:DocumentFiscalYearFocus",
-                         "dei:DocumentFiscalPeriodFocus", "us-gaap:Revenues", "us-gaap:NetIncomeLoss",
-                         "us-gaap:EarningsPerShareBasic", "us-gaap:Assets"}
+    assert set(rows) == {
+        "dei:EntityRegistrantName",
+        "dei:DocumentType",
+        "dei:DocumentFiscalYearFocus",
+        "dei:DocumentFiscalPeriodFocus",
+        "us-gaap:Revenues",
+        "us-gaap:NetIncomeLoss",
+        "us-gaap:EarningsPerShareBasic",
+        "us-gaap:Assets",
+    }
     rev = rows["us-gaap:Revenues"]
-    assert (rev["entity"], rev["entity_id"], rev["form"], rev["fiscal_year"], rev["fiscal_period"]) == \
-        ("Example Corp", "12345", "10-K", 2023, "FY")
+    assert (rev["entity"], rev["entity_id"], rev["form"], rev["fiscal_year"], rev["fiscal_period"]) == (
+        "Example Corp",
+        "12345",
+        "10-K",
+        2023,
+        "FY",
+    )
     assert (rev["value"], rev["numeric_value"], rev["unit"], rev["decimals"]) == ("1234000", 1234000.0, "USD", "-3")
     assert rows["us-gaap:NetIncomeLoss"]["numeric_value"] == -5000.0
     assert rows["us-gaap:EarningsPerShareBasic"]["unit"] == "USD/shares"
@@ -262,23 +297,73 @@ def test_synthetic_instance(tmp_path):
 
 
 def test_synthetic_companyfacts_and_other_json(tmp_path):
-    cf = {"cik": 42, "entityName": "Tiny Co", "facts": {"us-gaap": {
-        "Revenues": {"label": "Revenues", "description": "", "units": {"USD": [
-            {"start": "2023-01-01", "end": "2023-12-31", "val": 10, "accn": "a-1", "fy": 2023, "fp": "FY",
-             "form": "10-K", "filed": "2024-02-01", "frame": "CY2023"},
-            {"start": "2023-01-01", "end": "2023-12-31", "val": 10, "accn": "a-2", "fy": 2024, "fp": "FY",
-             "form": "10-K", "filed": "2025-02-01"}]}},
-        "EarningsPerShareBasic": {"label": None, "units": {"USD/shares": [
-            {"start": "2023-01-01", "end": "2023-12-31", "val": 1.25, "accn": "a-1", "fy": 2023, "fp": "FY",
-             "form": "10-K", "filed": "2024-02-01"}]}},
-        "Broken": {"label": "x"}}}}
+    cf = {
+        "cik": 42,
+        "entityName": "Tiny Co",
+        "facts": {
+            "us-gaap": {
+                "Revenues": {
+                    "label": "Revenues",
+                    "description": "",
+                    "units": {
+                        "USD": [
+                            {
+                                "start": "2023-01-01",
+                                "end": "2023-12-31",
+                                "val": 10,
+                                "accn": "a-1",
+                                "fy": 2023,
+                                "fp": "FY",
+                                "form": "10-K",
+                                "filed": "2024-02-01",
+                                "frame": "CY2023",
+                            },
+                            {
+                                "start": "2023-01-01",
+                                "end": "2023-12-31",
+                                "val": 10,
+                                "accn": "a-2",
+                                "fy": 2024,
+                                "fp": "FY",
+                                "form": "10-K",
+                                "filed": "2025-02-01",
+                            },
+                        ]
+                    },
+                },
+                "EarningsPerShareBasic": {
+                    "label": None,
+                    "units": {
+                        "USD/shares": [
+                            {
+                                "start": "2023-01-01",
+                                "end": "2023-12-31",
+                                "val": 1.25,
+                                "accn": "a-1",
+                                "fy": 2023,
+                                "fp": "FY",
+                                "form": "10-K",
+                                "filed": "2024-02-01",
+                            }
+                        ]
+                    },
+                },
+                "Broken": {"label": "x"},
+            }
+        },
+    }
     (tmp_path / "companyfacts.json").write_text(json.dumps(cf))
     facts, quarantined = load(tmp_path / "companyfacts.json")
     assert [(q.record_id, q.field) for q in quarantined] == [("us-gaap:Broken", "units")]
     rows = facts[0].rows
     assert len(rows) == 3 and len({r["fact_id"] for r in rows}) == 3
     eps = [r for r in rows if r["unit"] == "USD/shares"][0]
-    assert (eps["value"], eps["numeric_value"], eps["label"], eps["entity_id"]) == ("1.25", 1.25, "Earnings per share basic", "42")
+    assert (eps["value"], eps["numeric_value"], eps["label"], eps["entity_id"]) == (
+        "1.25",
+        1.25,
+        "Earnings per share basic",
+        "42",
+    )
 
     (tmp_path / "submissions.json").write_text(json.dumps({"cik": "42", "name": "Tiny Co", "filings": {"recent": {}}}))
     (tmp_path / "list.json").write_text("[1, 2, 3]")
@@ -286,12 +371,15 @@ def test_synthetic_companyfacts_and_other_json(tmp_path):
     assert list(get_loader("xbrl").load(tmp_path / "list.json")) == []
 
 
-@pytest.mark.parametrize("name, content", [
-    ("bad.json", '{"cik": 1, "facts": {'),
-    ("bad.xml", "<xbrl xmlns='http://www.xbrl.org/2003/instance'><context id='a'>"),
-    ("bad.xbrl", b"\x00\xff\xfe not xml at all"),
-    ("empty.json", ""),
-])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("bad.json", '{"cik": 1, "facts": {'),
+        ("bad.xml", "<xbrl xmlns='http://www.xbrl.org/2003/instance'><context id='a'>"),
+        ("bad.xbrl", b"\x00\xff\xfe not xml at all"),
+        ("empty.json", ""),
+    ],
+)
 def test_malformed_input_is_quarantined(tmp_path, name, content):
     p = tmp_path / name
     p.write_bytes(content if isinstance(content, bytes) else content.encode())

@@ -55,8 +55,9 @@ class AnswerabilityOut(BaseModel):
 
 
 @operation("judge_answerability", AnswerabilityOut)
-def judge_answerability(question: str, passage: str, clue: str | None, answer: str | None, lang: str,
-                        max_coverage: float = 0.6) -> AnswerabilityOut:
+def judge_answerability(
+    question: str, passage: str, clue: str | None, answer: str | None, lang: str, max_coverage: float = 0.6
+) -> AnswerabilityOut:
     """Step 2, rules backend: a passage that still holds most of the clue's content words could
     answer the question (paraphrased evidence), so it is no hard negative."""
     cov = clue_coverage(passage, clue)
@@ -69,8 +70,13 @@ def step1_verdicts(text: str, seed: dict) -> tuple[bool, bool]:
     "4,150,000" under "(단위 : 백만원)", or in a table cut from its note)."""
     clue_absent = not (seed["clue_text"] and contains_normalized(text, seed["clue_text"]))
     checkable = answer_is_checkable(seed)
-    answer_absent = not (checkable and (contains_normalized(text, seed["answer"]) or any(
-        states_value(text, q, unknown_scale=True) for q in _answer_amounts(seed["answer"]))))
+    answer_absent = not (
+        checkable
+        and (
+            contains_normalized(text, seed["answer"])
+            or any(states_value(text, q, unknown_scale=True) for q in _answer_amounts(seed["answer"]))
+        )
+    )
     return clue_absent, answer_absent
 
 
@@ -79,8 +85,9 @@ def _answer_amounts(answer: str) -> list:
     return [q for q in quantities(answer or "") if q.unit in ("KRW", "USD") or (not q.unit and abs(q.value) >= 1000)]
 
 
-def judge_lazily(step2: list[tuple[dict, dict]], llm: LLMRouter, judge_name: str, top_k: int, lazily: bool = True,
-                 margin: int = 2) -> None:
+def judge_lazily(
+    step2: list[tuple[dict, dict]], llm: LLMRouter, judge_name: str, top_k: int, lazily: bool = True, margin: int = 2
+) -> None:
     """Step 2 on the candidates that passed step 1 (rows in rank order per seed), in concurrent (or
     batch) rounds: lazily, each round asks per seed for the hard negatives it still lacks (plus a
     margin); rows never asked keep `unanswerable` None ("not needed"), which is no hard negative.
@@ -114,8 +121,14 @@ def judge_lazily(step2: list[tuple[dict, dict]], llm: LLMRouter, judge_name: str
 
 def judge_kwargs(seed: dict, passage: str, cfg: HardNegativeConfig) -> dict:
     """What `judge_answerability` is asked about one (question, candidate passage) pair."""
-    return {"question": seed["question"], "passage": passage, "clue": seed["clue_text"], "answer": seed["answer"],
-            "lang": seed["lang"], "max_coverage": cfg.max_clue_coverage}
+    return {
+        "question": seed["question"],
+        "passage": passage,
+        "clue": seed["clue_text"],
+        "answer": seed["answer"],
+        "lang": seed["lang"],
+        "max_coverage": cfg.max_clue_coverage,
+    }
 
 
 DEFERRED = "deferred: judged by inject if False Acceptance needs it"

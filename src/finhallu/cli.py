@@ -82,8 +82,7 @@ def _validation_line(err: dict) -> str:
     return f"{where}: {err['msg']}{got}"
 
 
-def checked_config(profile: str, sets: list[str] | None = None, detectors: list[str] | None = None,
-                   extra: dict | None = None):
+def checked_config(profile: str, sets: list[str] | None = None, detectors: list[str] | None = None, extra: dict | None = None):
     """(the profile loaded once, with its `--set` overrides, None) or (None, what is wrong in one line).
     Checked before any work starts (no API server, no lock, no stage)."""
     import yaml
@@ -136,8 +135,9 @@ def samples_problem(home: Path, dataset_version: int | None) -> str | None:
 
 def cmd_build(args) -> int:
     # --retry-failed sends the calls recorded as failed again (llm.retry_failed)
-    cfg, problem = checked_config(args.profile, args.set,
-                                  extra={"llm": {"retry_failed": True}} if getattr(args, "retry_failed", False) else None)
+    cfg, problem = checked_config(
+        args.profile, args.set, extra={"llm": {"retry_failed": True}} if getattr(args, "retry_failed", False) else None
+    )
     if problem:
         print(f"finhallu {args.command}: bad configuration: {problem}", file=sys.stderr)
         return 2
@@ -168,8 +168,14 @@ def cmd_evaluate(args) -> int:
 
         ready()
         try:
-            out = run_evaluate(_home(args), profile=cfg, dataset_version=args.dataset_version,
-                               detectors=args.detector, wait_s=args.wait, make_current=args.make_current)
+            out = run_evaluate(
+                _home(args),
+                profile=cfg,
+                dataset_version=args.dataset_version,
+                detectors=args.detector,
+                wait_s=args.wait,
+                make_current=args.make_current,
+            )
         except MissingKeyError as exc:
             print(f"evaluate: not started: {exc}", file=sys.stderr)
             return 2
@@ -193,8 +199,17 @@ def cmd_eval_external(args) -> int:
 
         ready()
         try:
-            out = run_eval_external(_home(args), args.format, args.path, detectors=args.detector, profile=cfg,
-                                    dataset=args.name, limit=args.limit, wait_s=args.wait, train_on=args.train_on)
+            out = run_eval_external(
+                _home(args),
+                args.format,
+                args.path,
+                detectors=args.detector,
+                profile=cfg,
+                dataset=args.name,
+                limit=args.limit,
+                wait_s=args.wait,
+                train_on=args.train_on,
+            )
         except (FileNotFoundError, ValueError, MissingKeyError) as exc:  # unreadable input (names the record), or no key
             print(f"eval-external: {exc}", file=sys.stderr)
             return 2
@@ -255,8 +270,10 @@ def _build(args, cfg, ready) -> int:
         console.print("Nothing of that stage was published; the previous versions stay current. See dq_results in the warehouse.")
         return 2
     if not args.json and getattr(args, "stage", None):
-        console.print(f"[green]stages up to {args.stage} done[/green] ({len(outcome.stages_run)} ran, "
-                      f"{len(outcome.stages_cached)} cached): " + ", ".join(f"{r.name}@{r.version}" for r in outcome.refs.values()))
+        console.print(
+            f"[green]stages up to {args.stage} done[/green] ({len(outcome.stages_run)} ran, "
+            f"{len(outcome.stages_cached)} cached): " + ", ".join(f"{r.name}@{r.version}" for r in outcome.refs.values())
+        )
     elif not args.json:
         _print_summary(console, home, outcome)
     return 0
@@ -287,8 +304,7 @@ def quiet_llm_stops() -> None:
 
     from prefect.logging.handlers import PrefectConsoleHandler
 
-    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
-                                       if isinstance(lg, logging.Logger)]
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
     for lg in loggers:
         for h in lg.handlers:
             if isinstance(h, PrefectConsoleHandler) and not any(isinstance(f, _LLMStopFilter) for f in h.filters):
@@ -302,15 +318,21 @@ def _print_summary(console, home: Path, outcome) -> None:
     con = connect_readonly(home)
     try:
         labels = con.execute("SELECT split, label_4class, count(*) FROM samples GROUP BY ALL ORDER BY ALL").fetchall()
-        types = con.execute("SELECT hallu_type, count(*) FROM samples WHERE hallu_type IS NOT NULL GROUP BY 1 ORDER BY 1").fetchall()
+        types = con.execute(
+            "SELECT hallu_type, count(*) FROM samples WHERE hallu_type IS NOT NULL GROUP BY 1 ORDER BY 1"
+        ).fetchall()
         quarantined = con.execute("SELECT count(*) FROM quarantine").fetchone()[0]
-        f1 = con.execute("SELECT detector, round(value, 3), round(ci_low, 3), round(ci_high, 3) FROM metrics "
-                         "WHERE setting='binary' AND slice='all' AND metric='f1' ORDER BY 1").fetchall()
+        f1 = con.execute(
+            "SELECT detector, round(value, 3), round(ci_low, 3), round(ci_high, 3) FROM metrics "
+            "WHERE setting='binary' AND slice='all' AND metric='f1' ORDER BY 1"
+        ).fetchall()
         warnings = warnings_from_stats(con.sql("SELECT split, metric, slice, value FROM dataset_stats").pl().to_dicts())
     finally:
         con.close()
-    console.print(f"[green]build {outcome.build_id} succeeded[/green] in {outcome.seconds:.1f}s "
-                  f"({len(outcome.stages_run)} stages ran, {len(outcome.stages_cached)} cached)")
+    console.print(
+        f"[green]build {outcome.build_id} succeeded[/green] in {outcome.seconds:.1f}s "
+        f"({len(outcome.stages_run)} stages ran, {len(outcome.stages_cached)} cached)"
+    )
     console.print("samples by split and label: " + ", ".join(f"{s}/{lab}={n}" for s, lab, n in labels))
     console.print("hallucination types: " + ", ".join(f"{t}={n}" for t, n in types))
     console.print(f"quarantined inputs: {quarantined}")
@@ -325,8 +347,11 @@ def _print_summary(console, home: Path, outcome) -> None:
         from finhallu.service.local_api import running_ui_url
 
         ui = running_ui_url(home)
-        console.print(f"prefect:   {ui[:-len('/api')]}/runs/flow-run/{outcome.flow_run_id}" if ui else
-                      f"prefect:   run {outcome.flow_run_id} (browse it with `finhallu ui --home {home}`)")
+        console.print(
+            f"prefect:   {ui[: -len('/api')]}/runs/flow-run/{outcome.flow_run_id}"
+            if ui
+            else f"prefect:   run {outcome.flow_run_id} (browse it with `finhallu ui --home {home}`)"
+        )
 
 
 def cmd_stages(args) -> int:
@@ -352,8 +377,11 @@ def cmd_ui(args) -> int:
     home = _home(args)
     prepare_prefect_env(home)
     url_file = ui_url_file(home)
-    print(f"Prefect UI on http://127.0.0.1:{args.port} (run history under {os.environ.get('PREFECT_HOME')}); "
-          "builds on this home report to it while it runs. Ctrl-C stops it.", flush=True)
+    print(
+        f"Prefect UI on http://127.0.0.1:{args.port} (run history under {os.environ.get('PREFECT_HOME')}); "
+        "builds on this home report to it while it runs. Ctrl-C stops it.",
+        flush=True,
+    )
     proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(args.port)])
     url_file.write_text(f"http://127.0.0.1:{args.port}/api")
     # SIGTERM (a service manager, `kill`) stops the server too instead of orphaning it on the port.
@@ -378,8 +406,10 @@ def cmd_report(args) -> int:
             return 2
         print(path)
         return 0
-    reports = sorted((p for p in (home / "reports").glob("*/index.html") if not p.parent.name.startswith(("eval-", "ext-"))),
-                     key=lambda p: p.stat().st_mtime)
+    reports = sorted(
+        (p for p in (home / "reports").glob("*/index.html") if not p.parent.name.startswith(("eval-", "ext-"))),
+        key=lambda p: p.stat().st_mtime,
+    )
     if not reports:
         print(f"no build report under {home / 'reports'}; run `finhallu build` first", file=sys.stderr)
         return 1
@@ -408,21 +438,36 @@ def cmd_fetch(args) -> int:
         if args.source == "edgar":
             ua = args.user_agent or os.environ.get("SEC_USER_AGENT") or os.environ.get("FINHALLU_SEC_USER_AGENT")
             if not ua:
-                print("SEC requires a User-Agent naming you and a contact email: pass --user-agent "
-                      "'Name name@example.com' or set SEC_USER_AGENT", file=sys.stderr)
+                print(
+                    "SEC requires a User-Agent naming you and a contact email: pass --user-agent "
+                    "'Name name@example.com' or set SEC_USER_AGENT",
+                    file=sys.stderr,
+                )
                 return 2
             opts = {"base_url": args.base_url, "archives_url": args.archives_url or args.base_url} if args.base_url else {}
-            res = clients.fetch_edgar(args.cik, ua, args.dest, forms=tuple(args.form or ["10-K"]), limit=args.limit,
-                                      companyfacts=not args.no_facts, **opts)
+            res = clients.fetch_edgar(
+                args.cik,
+                ua,
+                args.dest,
+                forms=tuple(args.form or ["10-K"]),
+                limit=args.limit,
+                companyfacts=not args.no_facts,
+                **opts,
+            )
         else:
             opts = {"base_url": args.base_url} if args.base_url else {}
-            res = clients.fetch_dart(args.corp_code, args.dest, args.begin, args.end, pblntf_ty=args.kind,
-                                     limit=args.limit, **opts)
+            res = clients.fetch_dart(
+                args.corp_code, args.dest, args.begin, args.end, pblntf_ty=args.kind, limit=args.limit, **opts
+            )
     except clients.ClientError as exc:  # every client error names URL and status, never the key
         print(f"fetch failed: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"dest": str(res.dest), "documents": [str(p) for p in res.documents],
-                      "facts": [str(p) for p in res.facts]}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {"dest": str(res.dest), "documents": [str(p) for p in res.documents], "facts": [str(p) for p in res.facts]},
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 
@@ -450,7 +495,7 @@ def cmd_status(args) -> int:
     from finhallu.warehouse import Catalog
 
     catalog = Catalog(_home(args))
-    builds = catalog.builds()[-args.last:]
+    builds = catalog.builds()[-args.last :]
     current = catalog.store.current()
     if args.json:
         print(json.dumps({"current": current, "builds": builds}, ensure_ascii=False, indent=1))
@@ -459,8 +504,10 @@ def cmd_status(args) -> int:
     print(f"{'build':<30}{'status':<13}{'started':<22}{'ran':>4}{'cached':>7}  failed stage / report")
     for b in builds:
         tail = b.get("failed_stage") or b.get("report") or ""
-        print(f"{b['build_id']:<30}{b.get('status') or '':<13}{(b.get('started_at') or '')[:19]:<22}"
-              f"{len(b.get('stages_run') or []):>4}{len(b.get('stages_cached') or []):>7}  {tail}")
+        print(
+            f"{b['build_id']:<30}{b.get('status') or '':<13}{(b.get('started_at') or '')[:19]:<22}"
+            f"{len(b.get('stages_run') or []):>4}{len(b.get('stages_cached') or []):>7}  {tail}"
+        )
     return 0
 
 
@@ -475,11 +522,20 @@ def cmd_llm_stub(args) -> int:
     kinds = [k.strip() for k in (args.faults or ",".join(FAULT_KINDS)).split(",") if k.strip()]
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown or not kinds or not 0.0 <= args.fault_rate <= 1.0:
-        print(f"finhallu llm-stub: --faults takes {','.join(FAULT_KINDS)} (got {args.faults!r}) and --fault-rate a "
-              f"share in [0, 1] (got {args.fault_rate})", file=sys.stderr)
+        print(
+            f"finhallu llm-stub: --faults takes {','.join(FAULT_KINDS)} (got {args.faults!r}) and --fault-rate a "
+            f"share in [0, 1] (got {args.fault_rate})",
+            file=sys.stderr,
+        )
         return 2
-    stub = StubLLM(port=args.port, latency_s=args.latency, rpm_limit=args.rpm, fault_rate=args.fault_rate,
-                   fault_kinds=tuple(kinds), fault_seed=args.seed).start()
+    stub = StubLLM(
+        port=args.port,
+        latency_s=args.latency,
+        rpm_limit=args.rpm,
+        fault_rate=args.fault_rate,
+        fault_kinds=tuple(kinds),
+        fault_seed=args.seed,
+    ).start()
     faults = f"   faults: {args.fault_rate:.0%} of {','.join(kinds)} (seed {args.seed})" if args.fault_rate else ""
     print(f"OpenAI-compatible: {stub.openai_base}   Gemini: {stub.gemini_base}{faults}   (Ctrl-C stops)", flush=True)
     try:
@@ -550,11 +606,12 @@ def cmd_llm_calls(args) -> int:
             "SELECT stage, role, provider, model, count(*) AS calls, sum(CASE WHEN cache_hit THEN 1 ELSE 0 END) AS cache_hits, "
             "count(error) AS failures, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, "
             "round(sum(cost_usd), 4) AS cost_usd FROM llm_calls WHERE build_id = ? "
-            "GROUP BY ALL ORDER BY stage, role", [build]).fetchall()
+            "GROUP BY ALL ORDER BY stage, role",
+            [build],
+        ).fetchall()
     finally:
         con.close()
-    cols = ["stage", "role", "provider", "model", "calls", "cache_hits", "failures", "input_tokens", "output_tokens",
-            "cost_usd"]
+    cols = ["stage", "role", "provider", "model", "calls", "cache_hits", "failures", "input_tokens", "output_tokens", "cost_usd"]
     print(json.dumps({"build_id": build, "calls": [dict(zip(cols, r)) for r in rows]}, ensure_ascii=False, indent=1))
     return 0
 
@@ -597,16 +654,28 @@ def _build_parsers(add) -> None:
     sg.add_argument("stage", help="stage name (see `finhallu stages`)", choices=RegistryChoices(_stage_names))
     for p in (b, sg):
         p.add_argument("--profile", default="demo", help="packaged profile name or a YAML path")
-        p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                       help="override a config value, e.g. detect.detectors.lexical_support.threshold=0.5")
-        p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for a running build on the same home")
+        p.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override a config value, e.g. detect.detectors.lexical_support.threshold=0.5",
+        )
+        p.add_argument(
+            "--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for a running build on the same home"
+        )
         p.add_argument("--json", action="store_true", help="print a JSON summary instead of progress")
-        p.add_argument("--retry-failed", action="store_true",
-                       help="send LLM calls recorded as failed by earlier builds again (without it a rerun keeps "
-                            "them as recorded failures, with no request)")
+        p.add_argument(
+            "--retry-failed",
+            action="store_true",
+            help="send LLM calls recorded as failed by earlier builds again (without it a rerun keeps "
+            "them as recorded failures, with no request)",
+        )
         p.set_defaults(fn=cmd_build)
-    b.add_argument("--dry-run", action="store_true",
-                   help="run nothing: estimate the build's LLM calls, tokens, cost and minimum time per stage")
+    b.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run nothing: estimate the build's LLM calls, tokens, cost and minimum time per stage",
+    )
     s = add("stages", help="list the DAG's stages")
     s.add_argument("--profile", default="demo")
     s.set_defaults(fn=cmd_stages)
@@ -618,18 +687,27 @@ def _evaluation_parsers(add) -> None:
     e.add_argument("--dataset-version", type=int, default=None, help="samples version (default: current)")
     e.add_argument("--detector", action="append", help="detector name (repeatable; default: the profile's)")
     e.add_argument("--wait", type=float, default=0.0)
-    e.add_argument("--make-current", action="store_true",
-                   help="make this evaluation's results the plain views' (default: added beside the build's)")
+    e.add_argument(
+        "--make-current",
+        action="store_true",
+        help="make this evaluation's results the plain views' (default: added beside the build's)",
+    )
     e.set_defaults(fn=cmd_evaluate)
     x = add("eval-external", help="run detectors on an external labelled dataset (RAGTruth, HaluEval, JSONL/CSV)")
     x.add_argument("--format", required=True, choices=RegistryChoices(_format_names))
-    x.add_argument("--path", required=True, help="the dataset's file or folder (RAGTruth: the folder of response.jsonl "
-                                                 "and source_info.jsonl)")
+    x.add_argument(
+        "--path",
+        required=True,
+        help="the dataset's file or folder (RAGTruth: the folder of response.jsonl and source_info.jsonl)",
+    )
     x.add_argument("--detector", action="append", help="detector name (repeatable; default: the profile's)")
     x.add_argument("--name", help="dataset name recorded in the results (default: the format's)")
     x.add_argument("--limit", type=int, help="read only the first N samples")
-    x.add_argument("--train-on", metavar="FORMAT:PATH",
-                   help="a labelled set (any --format) the learned detector also trains on, every row of it")
+    x.add_argument(
+        "--train-on",
+        metavar="FORMAT:PATH",
+        help="a labelled set (any --format) the learned detector also trains on, every row of it",
+    )
     x.add_argument("--profile", default="demo", help="profile whose detector parameters and LLM roles apply")
     x.add_argument("--wait", type=float, default=0.0)
     x.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -684,15 +762,26 @@ def _service_parsers(add) -> None:
     u = add("ui", help="start the Prefect UI on 127.0.0.1")
     u.add_argument("--port", type=int, default=4200)
     u.set_defaults(fn=cmd_ui)
-    add("stop-api", help="stop this home's warm Prefect API server (it also stops itself when idle)").set_defaults(fn=cmd_stop_api)
+    add("stop-api", help="stop this home's warm Prefect API server (it also stops itself when idle)").set_defaults(
+        fn=cmd_stop_api
+    )
     ls = add("llm-stub", help="serve a loopback LLM (OpenAI + Gemini wire formats) to try a profile offline")
     ls.add_argument("--port", type=int, default=8099)
     ls.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
     ls.add_argument("--rpm", type=float, default=None, help="enforce this requests-per-minute limit (429s)")
-    ls.add_argument("--fault-rate", type=float, default=0.0, metavar="R",
-                    help="share of requests that get a random fault (0-1), drawn from the seed and the request")
-    ls.add_argument("--faults", default=None, metavar="KINDS",
-                    help="comma-separated fault kinds: 429,500,timeout,html,truncated,schema (default all)")
+    ls.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="share of requests that get a random fault (0-1), drawn from the seed and the request",
+    )
+    ls.add_argument(
+        "--faults",
+        default=None,
+        metavar="KINDS",
+        help="comma-separated fault kinds: 429,500,timeout,html,truncated,schema (default all)",
+    )
     ls.add_argument("--seed", type=int, default=0, help="seed of the random faults (same seed, same faults)")
     ls.set_defaults(fn=cmd_llm_stub)
 

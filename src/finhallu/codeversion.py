@@ -48,8 +48,15 @@ def _safe_is_module(name: str) -> bool:
 # decide only how the work is run: the config models (the section's values are keyed), the LLM
 # layer (what it sends is keyed: prompt versions, role settings, endpoint; not how it sends it),
 # the warehouse, the registry machinery and the stage list. Editing them reruns no stage.
-INFRASTRUCTURE = ("finhallu.config", "finhallu.llm", "finhallu.clients", "finhallu.warehouse", "finhallu.registry",
-                  "finhallu.progress", "finhallu.stages.pipeline")
+INFRASTRUCTURE = (
+    "finhallu.config",
+    "finhallu.llm",
+    "finhallu.clients",
+    "finhallu.warehouse",
+    "finhallu.registry",
+    "finhallu.progress",
+    "finhallu.stages.pipeline",
+)
 
 
 @lru_cache(maxsize=None)

@@ -32,6 +32,7 @@ def coverage_warnings(samples: list[tuple[str, str, int]], documents: list[tuple
 
 def warnings_from_stats(stats: list[dict]) -> list[str]:
     """coverage_warnings over the coverage_* rows of `dataset_stats` (split, metric, slice, value)."""
+
     def counts(metric: str) -> list[tuple[str, str, int]]:
         return [(r["split"], r["slice"], int(r["value"])) for r in stats if r["metric"] == metric]
 

@@ -91,22 +91,32 @@ class BuildEstimate:
     @classmethod
     def from_json(cls, data: dict) -> "BuildEstimate":
         fields = set(StageEstimate.__dataclass_fields__)
-        return cls(data["profile"], data["config_hash"],
-                   [StageEstimate(**{k: v for k, v in s.items() if k in fields}) for s in data["stages"]])
+        return cls(
+            data["profile"],
+            data["config_hash"],
+            [StageEstimate(**{k: v for k, v in s.items() if k in fields}) for s in data["stages"]],
+        )
 
     def to_json(self) -> dict:
-        return {"profile": self.profile, "config_hash": self.config_hash, "calls": self.calls,
-                "input_tokens": sum(s.input_tokens for s in self.stages),
-                "output_tokens": sum(s.output_tokens for s in self.stages),
-                "cost_usd": self.cost_usd, "floor_s": round(self.floor_s, 1),
-                "stages": [{**asdict(s), "floor_s": round(s.floor_s, 1)} for s in self.stages if s.calls]}
+        return {
+            "profile": self.profile,
+            "config_hash": self.config_hash,
+            "calls": self.calls,
+            "input_tokens": sum(s.input_tokens for s in self.stages),
+            "output_tokens": sum(s.output_tokens for s in self.stages),
+            "cost_usd": self.cost_usd,
+            "floor_s": round(self.floor_s, 1),
+            "stages": [{**asdict(s), "floor_s": round(s.floor_s, 1)} for s in self.stages if s.calls],
+        }
 
     def line(self) -> str:
         tokens = sum(s.input_tokens + s.output_tokens for s in self.stages)
         batch = sum(s.batch_calls for s in self.stages)
-        return (f"estimate (cold build): {self.calls:,} LLM calls, {tokens / 1e6:.2f} M tokens, ${self.cost_usd:,.2f}, "
-                f"at least {_duration(self.floor_s)} under the configured limits"
-                + (f" plus the turnaround of batch jobs for {batch:,} calls (up to 24 h)" if batch else ""))
+        return (
+            f"estimate (cold build): {self.calls:,} LLM calls, {tokens / 1e6:.2f} M tokens, ${self.cost_usd:,.2f}, "
+            f"at least {_duration(self.floor_s)} under the configured limits"
+            + (f" plus the turnaround of batch jobs for {batch:,} calls (up to 24 h)" if batch else "")
+        )
 
     def table(self) -> str:
         head = f"{'stage':<13} {'calls':>8} {'batch':>6} {'in tokens':>11} {'out tokens':>11} {'cost $':>9} {'floor':>9}"
@@ -114,8 +124,10 @@ class BuildEstimate:
         for s in self.stages:
             if s.calls:
                 floor = "batch" if s.batch_calls == s.calls else _duration(s.floor_s)
-                lines.append(f"{s.stage:<13} {s.calls:>8,} {s.batch_calls:>6,} {s.input_tokens:>11,} {s.output_tokens:>11,} "
-                             f"{s.cost_usd:>9.2f} {floor:>9}")
+                lines.append(
+                    f"{s.stage:<13} {s.calls:>8,} {s.batch_calls:>6,} {s.input_tokens:>11,} {s.output_tokens:>11,} "
+                    f"{s.cost_usd:>9.2f} {floor:>9}"
+                )
         return "\n".join(lines + ["", self.line()])
 
 

@@ -31,17 +31,21 @@ from finhallu.warehouse.store import TableRef
 
 SFT_SYSTEM = {
     "ko": "당신은 금융 RAG 응답의 환각을 판정합니다. 검색 문서와 대화 기록만 근거로 1) 답변 가능성, 2) 응답의 주장, "
-          "3) 판정을 차례로 설명한 뒤, 마지막 줄에 JSON으로 label_binary, label_4class, hallu_type, hallu_subtype을 답하세요.",
+    "3) 판정을 차례로 설명한 뒤, 마지막 줄에 JSON으로 label_binary, label_4class, hallu_type, hallu_subtype을 답하세요.",
     "en": "You judge hallucinations in financial RAG answers. Using only the passages and the dialogue history, explain "
-          "1) answerability, 2) the response's claims, 3) the verdict, then give label_binary, label_4class, hallu_type "
-          "and hallu_subtype as JSON on the last line.",
+    "1) answerability, 2) the response's claims, 3) the verdict, then give label_binary, label_4class, hallu_type "
+    "and hallu_subtype as JSON on the last line.",
 }
 
 # Rationale templates (App. E style), per language: answerability, claim check, verdict.
-_ANSWERABLE = {"ko": "1) 답변 가능성: 검색 문서 [{k}]에 질문에 답할 근거가 있습니다.",
-               "en": "1) Answerability: passage [{k}] holds the evidence to answer the question."}
-_UNANSWERABLE = {"ko": "1) 답변 가능성: 검색 문서 어디에도 질문에 답할 근거가 없습니다.",
-                 "en": "1) Answerability: none of the passages holds the evidence to answer the question."}
+_ANSWERABLE = {
+    "ko": "1) 답변 가능성: 검색 문서 [{k}]에 질문에 답할 근거가 있습니다.",
+    "en": "1) Answerability: passage [{k}] holds the evidence to answer the question.",
+}
+_UNANSWERABLE = {
+    "ko": "1) 답변 가능성: 검색 문서 어디에도 질문에 답할 근거가 없습니다.",
+    "en": "1) Answerability: none of the passages holds the evidence to answer the question.",
+}
 # The faithful labels' claim lines; each hallucination leaf registers its own (injectors/).
 _FAITHFUL_CLAIMS = {
     "ko": {
@@ -71,12 +75,16 @@ def rationale(s: dict, counterpart: str | None) -> str:
     else:
         claim = _FAITHFUL_CLAIMS[lang][s["label_4class"]]
     diff = word_diff(counterpart or "", s["response"]) if counterpart else []
-    old, new = (diff[0] if diff else ("", ""))
+    old, new = diff[0] if diff else ("", "")
     added = " ".join(x for x in split_sentences(s["response"]) if counterpart is None or x not in counterpart) or s["response"]
-    lines = [(_ANSWERABLE if s["answerable"] else _UNANSWERABLE)[lang].format(k=gold),
-             claim.format(k=gold, old=_short(old, 40), new=_short(new, 40), added=_short(added))]
+    lines = [
+        (_ANSWERABLE if s["answerable"] else _UNANSWERABLE)[lang].format(k=gold),
+        claim.format(k=gold, old=_short(old, 40), new=_short(new, 40), added=_short(added)),
+    ]
     if s["hallu_type"]:
-        name = display_name(s["hallu_type"], lang) + (f" / {display_name(s['hallu_subtype'], lang)}" if s["hallu_subtype"] else "")
+        name = display_name(s["hallu_type"], lang) + (
+            f" / {display_name(s['hallu_subtype'], lang)}" if s["hallu_subtype"] else ""
+        )
         verdict = f"hallucinated ({name})"
     else:
         verdict = f"faithful ({s['label_4class']})"
@@ -90,23 +98,39 @@ def sft_record(s: dict, counterpart: str | None = None) -> dict:
     user = f"# Passages\n{passages}\n\n# History\n{history}\n\n# Query\n{s['query']}\n\n# Response\n{s['response']}"
     labels = {k: s[k] for k in ("label_binary", "label_4class", "hallu_type", "hallu_subtype")}
     answer = rationale(s, counterpart) + "\n" + json.dumps(labels, ensure_ascii=False)
-    return {"sample_id": s["sample_id"], "messages": [{"role": "system", "content": SFT_SYSTEM.get(s["lang"], SFT_SYSTEM["en"])},
-                                                     {"role": "user", "content": user},
-                                                     {"role": "assistant", "content": answer}]}
+    return {
+        "sample_id": s["sample_id"],
+        "messages": [
+            {"role": "system", "content": SFT_SYSTEM.get(s["lang"], SFT_SYSTEM["en"])},
+            {"role": "user", "content": user},
+            {"role": "assistant", "content": answer},
+        ],
+    }
 
 
 # A detector sees the dialogue and the retrieved context, nothing of how the sample was made: passage
 # roles (gold / hard_negative), `answerable`, the pair and dialogue ids (a sample's pair is its
 # faithful twin) and the rewritten standalone query go to the labels files.
-INPUT_COLUMNS = ("sample_id", "split", "source", "institution", "lang", "turn_index", "history", "query", "passages",
-                 "response")
-LABEL_COLUMNS = ("sample_id", "pair_id", "dialogue_id", "label_binary", "label_4class", "hallu_type", "hallu_subtype",
-                 "answerable", "injector", "passage_roles", "standalone_query")
+INPUT_COLUMNS = ("sample_id", "split", "source", "institution", "lang", "turn_index", "history", "query", "passages", "response")
+LABEL_COLUMNS = (
+    "sample_id",
+    "pair_id",
+    "dialogue_id",
+    "label_binary",
+    "label_4class",
+    "hallu_type",
+    "hallu_subtype",
+    "answerable",
+    "injector",
+    "passage_roles",
+    "standalone_query",
+)
 
 
 def detector_inputs(df: pl.DataFrame) -> pl.DataFrame:
-    return df.with_columns(pl.col("passages").list.eval(
-        pl.struct(pl.element().struct.field("passage_id"), pl.element().struct.field("text")))).select(INPUT_COLUMNS)
+    return df.with_columns(
+        pl.col("passages").list.eval(pl.struct(pl.element().struct.field("passage_id"), pl.element().struct.field("text")))
+    ).select(INPUT_COLUMNS)
 
 
 def labels_and_provenance(df: pl.DataFrame) -> pl.DataFrame:
@@ -119,20 +143,33 @@ def dataset_card(df: pl.DataFrame, version: int) -> str:
     lines += [f"  - split: {s}\n    path: data/{s}-*.parquet" for s in splits]
     lines += ["- config_name: labels", "  data_files:"] + [f"  - split: {s}\n    path: labels/{s}-*.parquet" for s in splits]
     lines += ["- config_name: sft", "  data_files:"] + [f"  - split: {s}\n    path: sft/{s}.jsonl" for s in splits]
-    lines += ["---", "", f"# finhallu samples v{version}", "",
-              "Turn-level hallucination-detection samples for financial RAG (K-FinHallu construction): each "
-              "hallucinated sample is paired (`pair_id`) with its faithful counterpart.", "",
-              "| split | samples | pairs | hallucinated |", "|---|---|---|---|"]
+    lines += [
+        "---",
+        "",
+        f"# finhallu samples v{version}",
+        "",
+        "Turn-level hallucination-detection samples for financial RAG (K-FinHallu construction): each "
+        "hallucinated sample is paired (`pair_id`) with its faithful counterpart.",
+        "",
+        "| split | samples | pairs | hallucinated |",
+        "|---|---|---|---|",
+    ]
     for s in splits:
         part = df.filter(pl.col("split") == s)
-        lines.append(f"| {s} | {part.height} | {part['pair_id'].n_unique()} | "
-                     f"{part.filter(pl.col('label_binary') == 'hallucinated').height} |")
-    lines += ["", "Files: `data/` Parquet (default config) holds only what a detector may see: the context passages "
-              "(without their gold/hard-negative roles), the history, the query and the response. `labels/` (config "
-              "`labels`) holds the labels and provenance by `sample_id`: labels, `answerable`, passage roles, the pair, "
-              "the dialogue, the injector and the standalone query. `jsonl/` has both as JSON lines "
-              "(`<split>.jsonl`, `<split>.labels.jsonl`); `sft/` chat records with rationales for fine-tuning detectors "
-              "(config `sft`: training data, labels included).", ""]
+        lines.append(
+            f"| {s} | {part.height} | {part['pair_id'].n_unique()} | "
+            f"{part.filter(pl.col('label_binary') == 'hallucinated').height} |"
+        )
+    lines += [
+        "",
+        "Files: `data/` Parquet (default config) holds only what a detector may see: the context passages "
+        "(without their gold/hard-negative roles), the history, the query and the response. `labels/` (config "
+        "`labels`) holds the labels and provenance by `sample_id`: labels, `answerable`, passage roles, the pair, "
+        "the dialogue, the injector and the standalone query. `jsonl/` has both as JSON lines "
+        "(`<split>.jsonl`, `<split>.labels.jsonl`); `sft/` chat records with rationales for fine-tuning detectors "
+        "(config `sft`: training data, labels included).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -148,8 +185,10 @@ def export_files(home: Path, samples_ref: TableRef) -> Path:
     faithful = {r["pair_id"]: r["response"] for r in df.filter(pl.col("label_binary") == "faithful").iter_rows(named=True)}
     for split in sorted(df["split"].unique().to_list()):
         part = df.filter(pl.col("split") == split)
-        for sub, frame, jsonl in (("data", detector_inputs(part), f"{split}.jsonl"),
-                                  ("labels", labels_and_provenance(part), f"{split}.labels.jsonl")):
+        for sub, frame, jsonl in (
+            ("data", detector_inputs(part), f"{split}.jsonl"),
+            ("labels", labels_and_provenance(part), f"{split}.labels.jsonl"),
+        ):
             frame.write_parquet(tmp / sub / f"{split}-00000-of-00001.parquet", statistics=False)
             with open(tmp / "jsonl" / jsonl, "w", encoding="utf-8") as fh:
                 for r in frame.to_dicts():

@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 
 
-
 class ModelNotAvailableError(FileNotFoundError):
     """A model or tokenizer that must be loaded from local files is not there (nothing is downloaded)."""
+
 
 KURE_REPO = "nlpai-lab/KURE-v1"
 KURE_ENV = "FINHALLU_KURE_PATH"  # a local folder holding KURE-v1 (config, weights, tokenizer.json)
@@ -81,8 +81,9 @@ def missing_message(what: str, spec: str, filename: str, env_var: str | None) ->
     )
 
 
-def resolve_model_dir(spec: str, filename: str = "config.json", env_var: str | None = None,
-                      what: str = "model") -> tuple[Path, str]:
+def resolve_model_dir(
+    spec: str, filename: str = "config.json", env_var: str | None = None, what: str = "model"
+) -> tuple[Path, str]:
     """(folder, revision tag) of a model given by local path or hub id; never downloads.
 
     The revision tag is the hub commit (12 hex) for a cached snapshot, `fp-<hash>` of the folder

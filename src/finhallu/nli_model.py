@@ -63,8 +63,10 @@ def load_scorer(params: dict) -> tuple[Scorer, str]:
     def score(pairs: list[tuple[str, str]]) -> np.ndarray:
         if not pairs:
             return np.zeros((0, 3))
-        logits = np.asarray(model.predict(pairs, batch_size=params.get("batch_size", 16), apply_softmax=False,
-                                          show_progress_bar=False), dtype=float).reshape(len(pairs), -1)
+        logits = np.asarray(
+            model.predict(pairs, batch_size=params.get("batch_size", 16), apply_softmax=False, show_progress_bar=False),
+            dtype=float,
+        ).reshape(len(pairs), -1)
         z = np.exp(logits - logits.max(axis=1, keepdims=True))
         return (z / z.sum(axis=1, keepdims=True))[:, cols]
 

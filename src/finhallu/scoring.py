@@ -39,9 +39,15 @@ def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
     # a slice holding one class only is scored by that class's recall, not halved by an absent one.
     has_pos, has_neg = (tp + fn > 0).astype(float), (tn + fp > 0).astype(float)
     mcc_den = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    out = {"accuracy": _div(tp + tn, tp + tn + fp + fn), "precision": _div(tp, tp + fp), "recall": rec,
-           "f1": _div(2 * tp, 2 * tp + fp + fn), "balanced_accuracy": _div(rec * has_pos + spec * has_neg, has_pos + has_neg),
-           "mcc": _div(tp * tn - fp * fn, mcc_den), "miss_rate": (1.0 - rec) * has_pos}
+    out = {
+        "accuracy": _div(tp + tn, tp + tn + fp + fn),
+        "precision": _div(tp, tp + fp),
+        "recall": rec,
+        "f1": _div(2 * tp, 2 * tp + fp + fn),
+        "balanced_accuracy": _div(rec * has_pos + spec * has_neg, has_pos + has_neg),
+        "mcc": _div(tp * tn - fp * fn, mcc_den),
+        "miss_rate": (1.0 - rec) * has_pos,
+    }
     if s is not None and np.any(yb) and not np.all(yb):
         ranking = Ranking(np.asarray(s, float))
         out["roc_auc"] = ranking.roc_auc(yb, w)
@@ -90,7 +96,7 @@ def multiclass_metrics(y, p, labels: tuple = (), w=None) -> dict[str, np.ndarray
     per label of `labels` present in y: F1 (`f1:<label>`) and class accuracy = recall (`class_accuracy:<label>`)."""
     y, p = np.asarray(y), np.asarray(p)
     names, codes = np.unique(np.concatenate([y, p]), return_inverse=True)
-    return multiclass_from_codes(codes[: len(y)], codes[len(y):], names, labels, w)
+    return multiclass_from_codes(codes[: len(y)], codes[len(y) :], names, labels, w)
 
 
 def multiclass_from_codes(y: np.ndarray, p: np.ndarray, names, labels: tuple = (), w=None) -> dict[str, np.ndarray]:
@@ -102,7 +108,10 @@ def multiclass_from_codes(y: np.ndarray, p: np.ndarray, names, labels: tuple = (
     true_n, pred_n = cm.sum(axis=-1), cm.sum(axis=-2)
     f1 = _div(2 * tp, true_n + pred_n)
     present = (true_n + pred_n) > 0
-    out = {"accuracy": _div(tp.sum(axis=-1), true_n.sum(axis=-1)), "macro_f1": _div((f1 * present).sum(axis=-1), present.sum(axis=-1))}
+    out = {
+        "accuracy": _div(tp.sum(axis=-1), true_n.sum(axis=-1)),
+        "macro_f1": _div((f1 * present).sum(axis=-1), present.sum(axis=-1)),
+    }
     index = {str(n): i for i, n in enumerate(names)}
     for lab in labels:
         i = index.get(lab)

@@ -82,10 +82,10 @@ def cochrans_q(correct) -> CochranQ:
         raise ValueError("Cochran's Q needs an (n_samples, k>=2) matrix")
     k = x.shape[1]
     rows, cols = x.sum(axis=1), x.sum(axis=0)
-    denom = k * rows.sum() - np.sum(rows ** 2)
+    denom = k * rows.sum() - np.sum(rows**2)
     if denom == 0:
         return CochranQ(0.0, k - 1, 1.0)
-    q = (k - 1) * (k * np.sum(cols ** 2) - cols.sum() ** 2) / denom
+    q = (k - 1) * (k * np.sum(cols**2) - cols.sum() ** 2) / denom
     from scipy import stats as sps
 
     return CochranQ(float(q), k - 1, float(sps.chi2.sf(q, k - 1)))
@@ -106,6 +106,7 @@ def helped_hurt(baseline_correct, condition_correct) -> Impact:
 
 
 # ---- bootstrap ----------------------------------------------------------------------------------
+
 
 def stratified_indices(strata: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """(resamples, n) row indices; each resample draws with replacement within each stratum,

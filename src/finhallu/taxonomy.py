@@ -22,12 +22,18 @@ HALLU_TYPES = (CONTRADICTORY, UNVERIFIABLE, IRRELEVANCE, FALSE_ACCEPTANCE, FALSE
 # Display names of the types (paper wording) for reports and the SFT rationales; subtypes carry their own.
 NAMES: dict[str, dict[str, str]] = {
     "en": {
-        CONTRADICTORY: "Contradictory", UNVERIFIABLE: "Unverifiable", IRRELEVANCE: "Irrelevance",
-        FALSE_ACCEPTANCE: "False Acceptance", FALSE_REFUSAL: "False Refusal",
+        CONTRADICTORY: "Contradictory",
+        UNVERIFIABLE: "Unverifiable",
+        IRRELEVANCE: "Irrelevance",
+        FALSE_ACCEPTANCE: "False Acceptance",
+        FALSE_REFUSAL: "False Refusal",
     },
     "ko": {
-        CONTRADICTORY: "모순", UNVERIFIABLE: "검증 불가", IRRELEVANCE: "무관한 응답",
-        FALSE_ACCEPTANCE: "잘못된 수용", FALSE_REFUSAL: "잘못된 거절",
+        CONTRADICTORY: "모순",
+        UNVERIFIABLE: "검증 불가",
+        IRRELEVANCE: "무관한 응답",
+        FALSE_ACCEPTANCE: "잘못된 수용",
+        FALSE_REFUSAL: "잘못된 거절",
     },
 }
 

@@ -43,23 +43,49 @@ from finhallu.clients.opendart import (
 log = logging.getLogger("finhallu.clients")
 
 __all__ = [
-    "ClientError", "HttpClient", "HttpError", "HttpStatusError", "RateLimiter", "RetryError", "RetryPolicy",
-    "parse_retry_after", "EdgarClient", "EdgarUserAgentError", "check_user_agent", "normalize_accession",
-    "normalize_cik", "DartApiError", "DartDocumentError", "DartKeyError", "DartKeyMissingError",
-    "DartRateLimitError", "OpenDartClient", "resolve_api_key", "FetchResult", "fetch_edgar", "fetch_dart",
+    "ClientError",
+    "HttpClient",
+    "HttpError",
+    "HttpStatusError",
+    "RateLimiter",
+    "RetryError",
+    "RetryPolicy",
+    "parse_retry_after",
+    "EdgarClient",
+    "EdgarUserAgentError",
+    "check_user_agent",
+    "normalize_accession",
+    "normalize_cik",
+    "DartApiError",
+    "DartDocumentError",
+    "DartKeyError",
+    "DartKeyMissingError",
+    "DartRateLimitError",
+    "OpenDartClient",
+    "resolve_api_key",
+    "FetchResult",
+    "fetch_edgar",
+    "fetch_dart",
 ]
 
 
 @dataclass
 class FetchResult:
     dest: Path
-    documents: list[Path] = field(default_factory=list)   # files a source loader reads
-    facts: list[Path] = field(default_factory=list)       # companyfacts JSON (EDGAR)
-    filings: list[dict] = field(default_factory=list)     # the filing rows the documents came from
+    documents: list[Path] = field(default_factory=list)  # files a source loader reads
+    facts: list[Path] = field(default_factory=list)  # companyfacts JSON (EDGAR)
+    filings: list[dict] = field(default_factory=list)  # the filing rows the documents came from
 
 
-def fetch_edgar(cik: int | str, user_agent: str, dest: str | Path, forms: str | Iterable[str] = ("10-K",),
-                limit: int | None = 1, companyfacts: bool = True, **client_options: Any) -> FetchResult:
+def fetch_edgar(
+    cik: int | str,
+    user_agent: str,
+    dest: str | Path,
+    forms: str | Iterable[str] = ("10-K",),
+    limit: int | None = 1,
+    companyfacts: bool = True,
+    **client_options: Any,
+) -> FetchResult:
     """Download the `limit` most recent filings of each form (primary documents) and, optionally,
     the companyfacts JSON into `dest`. Files already there with the indexed size are not fetched again.
     `client_options` go to `EdgarClient` (base_url, archives_url, max_rps, retry, timeout ...)."""
@@ -84,8 +110,17 @@ def fetch_edgar(cik: int | str, user_agent: str, dest: str | Path, forms: str | 
     return result
 
 
-def fetch_dart(corp_code: str, dest: str | Path, bgn_de: str | date, end_de: str | date, pblntf_ty: str | None = "A",
-               limit: int | None = 1, *, api_key: str | None = None, **client_options: Any) -> FetchResult:
+def fetch_dart(
+    corp_code: str,
+    dest: str | Path,
+    bgn_de: str | date,
+    end_de: str | date,
+    pblntf_ty: str | None = "A",
+    limit: int | None = 1,
+    *,
+    api_key: str | None = None,
+    **client_options: Any,
+) -> FetchResult:
     """Download the `limit` most recent filings of `corp_code` filed between bgn_de and end_de
     (pblntf_ty "A" = 정기공시: periodic reports) and unpack their XML documents into `dest`.
     `client_options` go to `OpenDartClient` (base_url, max_rps, retry, timeout ...)."""

@@ -21,8 +21,10 @@ log = logging.getLogger("finhallu.clients")
 SEC_MAX_RPS = 10
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _ACCESSION = re.compile(r"^(\d{10})-?(\d{2})-?(\d{6})$")
-SEC_403_HINT = ("SEC refuses requests without a declared User-Agent (name and contact email) and clients "
-                "above 10 requests/second; see https://www.sec.gov/os/accessing-edgar-data")
+SEC_403_HINT = (
+    "SEC refuses requests without a declared User-Agent (name and contact email) and clients "
+    "above 10 requests/second; see https://www.sec.gov/os/accessing-edgar-data"
+)
 
 
 class EdgarUserAgentError(ClientError, ValueError):
@@ -35,7 +37,8 @@ def check_user_agent(user_agent: str | None) -> str:
         raise EdgarUserAgentError(
             f"SEC EDGAR requires a User-Agent naming you and a contact email, e.g. "
             f"'Sample Company Name admin@example.com'; got {user_agent!r}. "
-            f"See https://www.sec.gov/os/accessing-edgar-data")
+            f"See https://www.sec.gov/os/accessing-edgar-data"
+        )
     if any(c in ua for c in "\r\n"):
         raise EdgarUserAgentError("the User-Agent must be a single line")
     return ua
@@ -45,7 +48,7 @@ def normalize_cik(cik: int | str) -> int:
     """1318605, '0001318605', 'CIK0001318605' -> 1318605."""
     text = str(cik).strip().upper()
     text = text[3:] if text.startswith("CIK") else text
-    if not text.isdigit() or not 0 < int(text) < 10 ** 10:
+    if not text.isdigit() or not 0 < int(text) < 10**10:
         raise ValueError(f"not a CIK (up to 10 digits): {cik!r}")
     return int(text)
 
@@ -70,8 +73,14 @@ def _same_sec_site(url: str) -> bool:
 class EdgarClient(HttpBacked):
     """EDGAR over HTTPS. `http_options` go to `HttpClient` (retry, timeout, clock, sleep, now, rng, transport)."""
 
-    def __init__(self, user_agent: str, base_url: str = "https://data.sec.gov", archives_url: str = "https://www.sec.gov",
-                 max_rps: float = SEC_MAX_RPS, **http_options: Any):
+    def __init__(
+        self,
+        user_agent: str,
+        base_url: str = "https://data.sec.gov",
+        archives_url: str = "https://www.sec.gov",
+        max_rps: float = SEC_MAX_RPS,
+        **http_options: Any,
+    ):
         self.user_agent = check_user_agent(user_agent)
         self.base_url = base_url.rstrip("/")
         self.archives_url = archives_url.rstrip("/")
@@ -113,8 +122,9 @@ class EdgarClient(HttpBacked):
 
     # -- filings
 
-    def filings(self, cik: int | str, form: str | Iterable[str] | None = "10-K", limit: int | None = None,
-                include_older: bool = False) -> list[dict]:
+    def filings(
+        self, cik: int | str, form: str | Iterable[str] | None = "10-K", limit: int | None = None, include_older: bool = False
+    ) -> list[dict]:
         """Filings newest first from `filings.recent`: dicts with accession, filing_date, report_date,
         form, primary_document and url (of the primary document).
 
@@ -137,14 +147,16 @@ class EdgarClient(HttpBacked):
                     continue
                 if not doc:
                     continue  # paper filings have no primary document
-                out.append({
-                    "accession": acc,
-                    "filing_date": fdate or None,
-                    "report_date": rdate or None,
-                    "form": f,
-                    "primary_document": doc,
-                    "url": self.document_url(cik_int, acc, doc),
-                })
+                out.append(
+                    {
+                        "accession": acc,
+                        "filing_date": fdate or None,
+                        "report_date": rdate or None,
+                        "form": f,
+                        "primary_document": doc,
+                        "url": self.document_url(cik_int, acc, doc),
+                    }
+                )
                 if limit is not None and len(out) >= limit:
                     return True
             return False
@@ -161,8 +173,7 @@ class EdgarClient(HttpBacked):
         return out
 
     def filing_dir_url(self, cik: int | str, accession: str) -> str:
-        return (f"{self.archives_url}/Archives/edgar/data/{normalize_cik(cik)}/"
-                f"{normalize_accession(accession).replace('-', '')}")
+        return f"{self.archives_url}/Archives/edgar/data/{normalize_cik(cik)}/{normalize_accession(accession).replace('-', '')}"
 
     def document_url(self, cik: int | str, accession: str, name: str) -> str:
         return f"{self.filing_dir_url(cik, accession)}/{name.lstrip('/')}"

@@ -41,6 +41,7 @@ MASK = "***"
 
 # --------------------------------------------------------------------------- errors
 
+
 class ClientError(Exception):
     """Base of every error the source clients raise."""
 
@@ -66,6 +67,7 @@ class RetryError(HttpError):
 
 # --------------------------------------------------------------------------- rate limit
 
+
 class RateLimiter:
     """Token bucket: `rate` tokens per second, at most `burst` stored.
 
@@ -73,8 +75,14 @@ class RateLimiter:
     lock and the sleep happens outside it, so concurrent callers queue up fairly.
     """
 
-    def __init__(self, rate: float, burst: int = 1, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Any] = time.sleep):
+    def __init__(
+        self,
+        rate: float,
+        burst: int = 1,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Any] = time.sleep,
+    ):
         if not rate or rate <= 0 or not math.isfinite(rate):
             raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
         if burst < 1:
@@ -109,12 +117,13 @@ class RateLimiter:
 
 # --------------------------------------------------------------------------- retry policy
 
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_attempts: int = 5          # total attempts, the first one included
-    backoff_base: float = 0.5      # delay before the 2nd attempt; doubles each time
+    max_attempts: int = 5  # total attempts, the first one included
+    backoff_base: float = 0.5  # delay before the 2nd attempt; doubles each time
     backoff_max: float = 30.0
-    jitter: float = 0.5            # the delay is drawn from [d * (1 - jitter), d]
+    jitter: float = 0.5  # the delay is drawn from [d * (1 - jitter), d]
     max_retry_after: float = 120.0  # a longer Retry-After is not waited for: RetryError at once
     retry_statuses: frozenset[int] = RETRY_STATUSES
 
@@ -178,19 +187,23 @@ class HttpClient(Closing):
     status_hints: status -> sentence appended to the error message for that status.
     """
 
-    def __init__(self, *, headers: Mapping[str, str] | None = None,
-                 rate_limits: Mapping[str, RateLimiter | float] | None = None,
-                 default_rps: float | None = None,
-                 retry: RetryPolicy | None = None,
-                 timeout: float | httpx.Timeout = 30.0,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Any] = time.sleep,
-                 now: Callable[[], float] = time.time,
-                 rng: Callable[[], float] = random.random,
-                 secrets: Iterable[str] = (),
-                 secret_params: Iterable[str] = (),
-                 status_hints: Mapping[int, str] | None = None,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        *,
+        headers: Mapping[str, str] | None = None,
+        rate_limits: Mapping[str, RateLimiter | float] | None = None,
+        default_rps: float | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float | httpx.Timeout = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Any] = time.sleep,
+        now: Callable[[], float] = time.time,
+        rng: Callable[[], float] = random.random,
+        secrets: Iterable[str] = (),
+        secret_params: Iterable[str] = (),
+        status_hints: Mapping[int, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.retry = retry or RetryPolicy()
         self.clock, self.sleep, self.now, self.rng = clock, sleep, now, rng
         self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
@@ -201,8 +214,7 @@ class HttpClient(Closing):
         for host, lim in (rate_limits or {}).items():
             self._limiters[host.lower()] = lim if isinstance(lim, RateLimiter) else self._make_limiter(lim)
         self._default_limiter = self._make_limiter(default_rps) if default_rps else None
-        self._client = httpx.Client(headers=dict(headers or {}), timeout=timeout, transport=transport,
-                                    follow_redirects=True)
+        self._client = httpx.Client(headers=dict(headers or {}), timeout=timeout, transport=transport, follow_redirects=True)
 
     # -- helpers
 
@@ -237,9 +249,15 @@ class HttpClient(Closing):
 
     # -- the retry loop
 
-    def request(self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
-                headers: Mapping[str, str] | None = None,
-                handle: Callable[[httpx.Response], T] | None = None) -> T | httpx.Response:
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        handle: Callable[[httpx.Response], T] | None = None,
+    ) -> T | httpx.Response:
         """Send with rate limiting and retries. `handle(resp)` consumes a successful streamed
         response (errors it raises while reading the body are retried like transport errors);
         without it the body is read and the response returned."""
@@ -259,8 +277,9 @@ class HttpClient(Closing):
                         retry_after = parse_retry_after(resp.headers.get("Retry-After"), self.now)
                         last = self._status_message(method, shown, resp)
                     elif status >= 400:
-                        raise HttpStatusError(self._status_message(method, shown, resp), method=method, url=shown,
-                                              status=status, attempts=attempt)
+                        raise HttpStatusError(
+                            self._status_message(method, shown, resp), method=method, url=shown, status=status, attempts=attempt
+                        )
                     elif handle is None:
                         resp.read()
                         return resp
@@ -270,38 +289,63 @@ class HttpClient(Closing):
                 status = None
                 last = f"{method} {shown} failed: {type(exc).__name__}: {self.redact(str(exc)) or 'no detail'}"
             except httpx.HTTPError as exc:  # invalid URL, unsupported protocol, undecodable body ...
-                raise HttpError(f"{method} {shown} failed: {type(exc).__name__}: {self.redact(str(exc))}",
-                                method=method, url=shown, status=status, attempts=attempt) from None
+                raise HttpError(
+                    f"{method} {shown} failed: {type(exc).__name__}: {self.redact(str(exc))}",
+                    method=method,
+                    url=shown,
+                    status=status,
+                    attempts=attempt,
+                ) from None
             if attempt >= policy.max_attempts:
                 break
             if retry_after is not None and retry_after > policy.max_retry_after:
-                raise RetryError(f"{last}; the server asked to retry after {retry_after:.0f} s, more than the "
-                                 f"{policy.max_retry_after:.0f} s this client waits", method=method, url=shown,
-                                 status=status, attempts=attempt)
+                raise RetryError(
+                    f"{last}; the server asked to retry after {retry_after:.0f} s, more than the "
+                    f"{policy.max_retry_after:.0f} s this client waits",
+                    method=method,
+                    url=shown,
+                    status=status,
+                    attempts=attempt,
+                )
             delay = retry_after if retry_after is not None else policy.backoff(attempt, self.rng)
             log.warning("%s; retry %d/%d in %.2f s", last, attempt + 1, policy.max_attempts, delay)
             if delay > 0:
                 self.sleep(delay)
-        raise RetryError(f"{last} (gave up after {policy.max_attempts} attempt{'s' * (policy.max_attempts > 1)})",
-                         method=method, url=shown, status=status, attempts=policy.max_attempts)
+        raise RetryError(
+            f"{last} (gave up after {policy.max_attempts} attempt{'s' * (policy.max_attempts > 1)})",
+            method=method,
+            url=shown,
+            status=status,
+            attempts=policy.max_attempts,
+        )
 
-    def get(self, url: str, *, params: Mapping[str, Any] | None = None,
-            headers: Mapping[str, str] | None = None) -> httpx.Response:
+    def get(
+        self, url: str, *, params: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None
+    ) -> httpx.Response:
         return self.request("GET", url, params=params, headers=headers)
 
-    def get_json(self, url: str, *, params: Mapping[str, Any] | None = None,
-                 headers: Mapping[str, str] | None = None) -> Any:
+    def get_json(self, url: str, *, params: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None) -> Any:
         resp = self.get(url, params=params, headers=headers)
         try:
             return resp.json()
         except ValueError as exc:
             shown = self.redact(str(resp.request.url))
-            raise HttpStatusError(f"GET {shown} -> HTTP {resp.status_code}: body is not JSON ({exc}; starts with "
-                                  f"{self.redact(resp.content[:80].decode('utf-8', 'replace'))!r})",
-                                  method="GET", url=shown, status=resp.status_code) from None
+            raise HttpStatusError(
+                f"GET {shown} -> HTTP {resp.status_code}: body is not JSON ({exc}; starts with "
+                f"{self.redact(resp.content[:80].decode('utf-8', 'replace'))!r})",
+                method="GET",
+                url=shown,
+                status=resp.status_code,
+            ) from None
 
-    def download(self, url: str, dest: str | os.PathLike, *, params: Mapping[str, Any] | None = None,
-                 headers: Mapping[str, str] | None = None) -> int:
+    def download(
+        self,
+        url: str,
+        dest: str | os.PathLike,
+        *,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> int:
         """Stream the (decoded) body to `dest` atomically: a temp file beside it, fsync, rename.
         Returns the number of bytes written. A body shorter than its Content-Length is retried."""
         dest = Path(dest)

@@ -77,8 +77,7 @@ def resolve_api_key(api_key: str | None = None) -> str:
         value = os.environ.get(var, "").strip()
         if value:
             return value
-    where = (f"pass api_key=..., set {' or '.join(KEY_ENV_VARS)}, or create a Prefect Secret block "
-             f"named '{SECRET_BLOCK}'")
+    where = f"pass api_key=..., set {' or '.join(KEY_ENV_VARS)}, or create a Prefect Secret block named '{SECRET_BLOCK}'"
     try:
         from prefect.blocks.system import Secret
 
@@ -88,8 +87,7 @@ def resolve_api_key(api_key: str | None = None) -> str:
             raise RuntimeError("Secret.load returned a coroutine (called from async code)")
         value = block.get()
     except Exception as exc:  # noqa: BLE001 - any failure means "no key"
-        raise DartKeyMissingError(f"no OpenDART key: {where} (loading the block failed: "
-                                  f"{type(exc).__name__}: {exc})") from None
+        raise DartKeyMissingError(f"no OpenDART key: {where} (loading the block failed: {type(exc).__name__}: {exc})") from None
     value = "" if value is None else str(value).strip()
     if not value:
         raise DartKeyMissingError(f"no OpenDART key: {where} (the block '{SECRET_BLOCK}' is empty)")
@@ -133,8 +131,13 @@ class OpenDartClient(HttpBacked):
     """OpenDART over HTTPS. `http_options` go to `HttpClient` (retry, timeout, clock, sleep, now, rng, transport);
     the same RetryPolicy governs status 020 retries."""
 
-    def __init__(self, api_key: str | None = None, base_url: str = "https://opendart.fss.or.kr/api",
-                 max_rps: float = 5, **http_options: Any):
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str = "https://opendart.fss.or.kr/api",
+        max_rps: float = 5,
+        **http_options: Any,
+    ):
         self._key = resolve_api_key(api_key)
         self.base_url = base_url.rstrip("/")
         self.http = HttpClient(
@@ -155,18 +158,29 @@ class OpenDartClient(HttpBacked):
         message = self.http.redact(message)
         head = f"OpenDART {endpoint} returned status {status}: {message or '(no message)'}"
         if status in KEY_STATUSES:
-            return DartKeyError(status, message, f"{head} — {_KEY_HINTS[status]}; check the key "
-                                f"({' / '.join(KEY_ENV_VARS)} or the Prefect Secret '{SECRET_BLOCK}') "
-                                f"and its registered IPs at https://opendart.fss.or.kr")
+            return DartKeyError(
+                status,
+                message,
+                f"{head} — {_KEY_HINTS[status]}; check the key "
+                f"({' / '.join(KEY_ENV_VARS)} or the Prefect Secret '{SECRET_BLOCK}') "
+                f"and its registered IPs at https://opendart.fss.or.kr",
+            )
         if status == RATE_LIMIT_STATUS:
-            return DartRateLimitError(status, message, f"{head} (still after {attempts} attempts; OpenDART "
-                                      f"allows about 20,000 requests a day per key)")
+            return DartRateLimitError(
+                status, message, f"{head} (still after {attempts} attempts; OpenDART allows about 20,000 requests a day per key)"
+            )
         return DartApiError(status, message, head)
 
     def _backoff(self, endpoint: str, attempt: int, message: str) -> None:
         delay = self.retry.backoff(attempt, self.http.rng)
-        log.warning("OpenDART %s: status 020 (%s); retry %d/%d in %.2f s", endpoint, self.http.redact(message),
-                    attempt + 1, self.retry.max_attempts, delay)
+        log.warning(
+            "OpenDART %s: status 020 (%s); retry %d/%d in %.2f s",
+            endpoint,
+            self.http.redact(message),
+            attempt + 1,
+            self.retry.max_attempts,
+            delay,
+        )
         self.http.sleep(delay)
 
     def call(self, endpoint: str, **params: Any) -> dict | None:
@@ -176,8 +190,9 @@ class OpenDartClient(HttpBacked):
         for attempt in range(1, self.retry.max_attempts + 1):
             data = self.http.get_json(url, params=query)
             if not isinstance(data, dict) or "status" not in data:
-                raise DartApiError("", "", f"OpenDART {endpoint} answered JSON without a status: "
-                                   f"{self.http.redact(str(data)[:200])}")
+                raise DartApiError(
+                    "", "", f"OpenDART {endpoint} answered JSON without a status: {self.http.redact(str(data)[:200])}"
+                )
             status, message = str(data["status"]).strip(), str(data.get("message", "")).strip()
             if status == OK_STATUS:
                 return data
@@ -191,17 +206,29 @@ class OpenDartClient(HttpBacked):
 
     # -- list.json
 
-    def iter_filings(self, corp_code: str | None = None, bgn_de: str | date | None = None,
-                     end_de: str | date | None = None, pblntf_ty: str | None = None, page_count: int = 100,
-                     **params: Any) -> Iterator[dict]:
+    def iter_filings(
+        self,
+        corp_code: str | None = None,
+        bgn_de: str | date | None = None,
+        end_de: str | date | None = None,
+        pblntf_ty: str | None = None,
+        page_count: int = 100,
+        **params: Any,
+    ) -> Iterator[dict]:
         """Rows of `list.json` over every page (page_no 1..total_page), each rcept_no once.
         Extra params (last_reprt_at, pblntf_detail_ty, corp_cls, sort, sort_mth) pass through."""
         if not 1 <= int(page_count) <= 100:
             raise ValueError("page_count must be within 1..100")
         if corp_code is not None and not re.fullmatch(r"\d{8}", str(corp_code)):
             raise ValueError(f"corp_code must be the 8-digit DART code, got {corp_code!r}")
-        query = {"corp_code": corp_code, "bgn_de": _yyyymmdd(bgn_de, "bgn_de"), "end_de": _yyyymmdd(end_de, "end_de"),
-                 "pblntf_ty": pblntf_ty, "page_count": int(page_count), **params}
+        query = {
+            "corp_code": corp_code,
+            "bgn_de": _yyyymmdd(bgn_de, "bgn_de"),
+            "end_de": _yyyymmdd(end_de, "end_de"),
+            "pblntf_ty": pblntf_ty,
+            "page_count": int(page_count),
+            **params,
+        }
         seen: set[str] = set()
         page_no, total_page = 1, 1
         while page_no <= total_page:
@@ -220,9 +247,15 @@ class OpenDartClient(HttpBacked):
                 return
             page_no += 1
 
-    def list_filings(self, corp_code: str | None = None, bgn_de: str | date | None = None,
-                     end_de: str | date | None = None, pblntf_ty: str | None = None, page_count: int = 100,
-                     **params: Any) -> list[dict]:
+    def list_filings(
+        self,
+        corp_code: str | None = None,
+        bgn_de: str | date | None = None,
+        end_de: str | date | None = None,
+        pblntf_ty: str | None = None,
+        page_count: int = 100,
+        **params: Any,
+    ) -> list[dict]:
         """All rows of `list.json` (every page); [] when OpenDART reports no data (013)."""
         return list(self.iter_filings(corp_code, bgn_de, end_de, pblntf_ty, page_count, **params))
 
@@ -265,14 +298,14 @@ class OpenDartClient(HttpBacked):
                 if parsed is None:
                     raise DartDocumentError(
                         f"OpenDART document.xml for rcept_no {rcept_no} returned neither a ZIP nor a status body "
-                        f"({size} bytes, starting {self.http.redact(head[:60].decode('utf-8', 'replace'))!r})")
+                        f"({size} bytes, starting {self.http.redact(head[:60].decode('utf-8', 'replace'))!r})"
+                    )
                 status, message = parsed
                 if status == RATE_LIMIT_STATUS and attempt < self.retry.max_attempts:
                     self._backoff("document.xml", attempt, message)
                     continue
                 if status == OK_STATUS:
-                    raise DartDocumentError(f"OpenDART document.xml for rcept_no {rcept_no} answered status 000 "
-                                            f"but no ZIP")
+                    raise DartDocumentError(f"OpenDART document.xml for rcept_no {rcept_no} answered status 000 but no ZIP")
                 raise self._error(f"document.xml (rcept_no {rcept_no})", status, message, attempt)
             finally:
                 tmp.unlink(missing_ok=True)
@@ -286,8 +319,10 @@ class OpenDartClient(HttpBacked):
             with zipfile.ZipFile(archive) as zf:
                 members = [i for i in zf.infolist() if not i.is_dir() and i.filename.lower().endswith(".xml")]
                 if not members:
-                    raise DartDocumentError(f"OpenDART document.xml ZIP for rcept_no {rcept_no} holds no .xml file "
-                                            f"({[i.filename for i in zf.infolist()][:10]})")
+                    raise DartDocumentError(
+                        f"OpenDART document.xml ZIP for rcept_no {rcept_no} holds no .xml file "
+                        f"({[i.filename for i in zf.infolist()][:10]})"
+                    )
                 for info in members:
                     name = PurePosixPath(info.filename.replace("\\", "/")).name  # no paths from the archive
                     if not name or name.startswith("."):
@@ -301,8 +336,9 @@ class OpenDartClient(HttpBacked):
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, zlib.error, NotImplementedError) as exc:
             for part, _ in staged:
                 part.unlink(missing_ok=True)
-            raise DartDocumentError(f"OpenDART document.xml for rcept_no {rcept_no} is a truncated or corrupt ZIP "
-                                    f"({size} bytes): {exc}") from None
+            raise DartDocumentError(
+                f"OpenDART document.xml for rcept_no {rcept_no} is a truncated or corrupt ZIP ({size} bytes): {exc}"
+            ) from None
         except BaseException:
             for part, _ in staged:
                 part.unlink(missing_ok=True)

@@ -116,9 +116,15 @@ class Detector:
         return {"detector": self.name, "params": params, **(self.describe(params, ctx) if self.describe else {})}
 
 
-def register_detector(name: str, *, batch: bool = False, version: str = "1",
-                      describe: Callable[[dict, DetectorContext], dict] | None = None,
-                      preflight: Callable[[dict], str | None] | None = None, **defaults):
+def register_detector(
+    name: str,
+    *,
+    batch: bool = False,
+    version: str = "1",
+    describe: Callable[[dict, DetectorContext], dict] | None = None,
+    preflight: Callable[[dict], str | None] | None = None,
+    **defaults,
+):
     def deco(fn):
         DETECTORS.add(name, Detector(name, fn, defaults, batch, version, describe, preflight), fn.__module__)
         return fn

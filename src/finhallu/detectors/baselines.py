@@ -64,9 +64,15 @@ def fit_one_feature(samples: list[dict], values: list[float], params: dict, what
             out.append(None)
             continue
         hallucinated = bool(p[i] >= threshold)
-        out.append(Detection(float(p[i]), "hallucinated" if hallucinated else "faithful",
-                             "hallucination" if hallucinated else "faithful_answer", None,
-                             f"{what} {values[i]:.3g} ({direction} = hallucinated on train); p={p[i]:.2f} vs {threshold:.2f}"))
+        out.append(
+            Detection(
+                float(p[i]),
+                "hallucinated" if hallucinated else "faithful",
+                "hallucination" if hallucinated else "faithful_answer",
+                None,
+                f"{what} {values[i]:.3g} ({direction} = hallucinated on train); p={p[i]:.2f} vs {threshold:.2f}",
+            )
+        )
     return out
 
 

@@ -29,16 +29,27 @@ def _embedder(backend: str, model: str | None):
 
 
 def context_lines(sample: dict, use_history: bool) -> list[str]:
-    return [ln for t in evidence_texts(sample, use_history=use_history, use_query=False) for ln in split_sentences(t)
-            if len(ln) >= 4]
+    return [
+        ln for t in evidence_texts(sample, use_history=use_history, use_query=False) for ln in split_sentences(t) if len(ln) >= 4
+    ]
 
 
 def _describe(params: dict, ctx) -> dict:
     return {"embedder_model_id": _embedder(params["embedder"], params["model"]).model_id}
 
 
-@register_detector("embedding_similarity", batch=True, version="1", describe=_describe, embedder="hashing", model=None,
-                   aggregate="max", threshold=0.35, coverage_threshold=0.5, use_history=True)
+@register_detector(
+    "embedding_similarity",
+    batch=True,
+    version="1",
+    describe=_describe,
+    embedder="hashing",
+    model=None,
+    aggregate="max",
+    threshold=0.35,
+    coverage_threshold=0.5,
+    use_history=True,
+)
 def detect(samples: list[dict], params: dict, ctx=None) -> list[Detection]:
     if params["aggregate"] not in AGGREGATES:
         raise ValueError(f"embedding_similarity: aggregate must be one of {sorted(AGGREGATES)}, got {params['aggregate']!r}")
@@ -63,7 +74,15 @@ def detect(samples: list[dict], params: dict, ctx=None) -> list[Detection]:
         score = float(np.clip(1.0 - value, 0.0, 1.0))
         why = f"cosine to {len(sims)} context lines: min {agg['min']:.2f}, median {agg['median']:.2f}, max {agg['max']:.2f}"
         if value < params["threshold"]:
-            out.append(Detection(score, "hallucinated", "hallucination", "unverifiable", f"{params['aggregate']} below {params['threshold']}; {why}"))
+            out.append(
+                Detection(
+                    score,
+                    "hallucinated",
+                    "hallucination",
+                    "unverifiable",
+                    f"{params['aggregate']} below {params['threshold']}; {why}",
+                )
+            )
         else:
             out.append(Detection(score, "faithful", "faithful_answer", None, why))
     return out

@@ -66,8 +66,10 @@ def query_coverage(query: str, passages: list[str]) -> float:
     return max(len(q & words(p)) / len(q) for p in passages)
 
 
-_CLAUSE_BREAK = re.compile(r"(?:,\s+(?:and|but|while|whereas|which|although)\s+|;\s+|"
-                           r"(?<=[가-힣])(?:며|고|지만|는데|으며|으나|면서),\s+)")
+_CLAUSE_BREAK = re.compile(
+    r"(?:,\s+(?:and|but|while|whereas|which|although)\s+|;\s+|"
+    r"(?<=[가-힣])(?:며|고|지만|는데|으며|으나|면서),\s+)"
+)
 
 
 def claims(text: str) -> list[str]:
@@ -78,8 +80,8 @@ def claims(text: str) -> list[str]:
     for sent in sentences(text):
         parts, start = [], 0
         for m in _CLAUSE_BREAK.finditer(sent):
-            left = sent[start:m.start()]
-            if len(words(left)) >= 4 and len(words(sent[m.end():])) >= 4:
+            left = sent[start : m.start()]
+            if len(words(left)) >= 4 and len(words(sent[m.end() :])) >= 4:
                 parts.append(left)
                 start = m.end()
         out += parts + [sent[start:]]
@@ -121,6 +123,7 @@ def answer_relevance(question: str, response: str, enough: int = 6) -> float:
 
 # ---- numbers ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class AnchoredNumber:
     key: str  # normalized value + unit
@@ -139,7 +142,7 @@ def anchored_numbers(text: str) -> tuple[AnchoredNumber, ...]:
         key = next(iter(keys))
         unit = re.sub(r"^[\d.]+", "", key)
         # the wording around it, within its line: a table row's figure is not of the next row's label
-        before, after = text[max(0, span.start - 30):span.start], text[span.end:span.end + 12]
+        before, after = text[max(0, span.start - 30) : span.start], text[span.end : span.end + 12]
         around = before.rsplit("\n", 1)[-1] + " " + after.split("\n", 1)[0]
         out.append(AnchoredNumber(key, unit, span.raw.strip(), frozenset(w for w in words(around) if not w[0].isdigit())))
     return tuple(out)
@@ -192,7 +195,7 @@ def _clause(text: str, start: int, end: int) -> str:
     """The line or sentence around text[start:end] (a table row is one line)."""
     left = max(text.rfind("\n", 0, start), text.rfind(". ", 0, start))
     right = [i for i in (text.find("\n", end), text.find(". ", end)) if i >= 0]
-    return text[left + 1:min(right) if right else len(text)]
+    return text[left + 1 : min(right) if right else len(text)]
 
 
 def _about(topic: frozenset, figures: list, limit: int = 4) -> list:
@@ -211,14 +214,83 @@ _PERIOD_RE = re.compile(
     r"year[- ]over[- ]year|fiscal (?:year )?\d{4})",
     re.IGNORECASE,
 )
-_ORG_SUFFIXES = ("은행", "공사", "공단", "보험", "증권", "카드", "캐피탈", "위원회", "협회", "센터", "재단", "거래소",
-                 "감독원", "소비자원", "공제회", "금고", "조합", "그룹", "지주")
-_EN_ENTITY_RE = re.compile(r"\b(?:[A-Z][a-zA-Z&'\-]*[a-z][a-zA-Z&'\-]*|[A-Z]{2,}[a-z]?)(?:\s+(?:of|and|for|&)?\s*[A-Z][a-zA-Z&'\-]+)*")
+_ORG_SUFFIXES = (
+    "은행",
+    "공사",
+    "공단",
+    "보험",
+    "증권",
+    "카드",
+    "캐피탈",
+    "위원회",
+    "협회",
+    "센터",
+    "재단",
+    "거래소",
+    "감독원",
+    "소비자원",
+    "공제회",
+    "금고",
+    "조합",
+    "그룹",
+    "지주",
+)
+_EN_ENTITY_RE = re.compile(
+    r"\b(?:[A-Z][a-zA-Z&'\-]*[a-z][a-zA-Z&'\-]*|[A-Z]{2,}[a-z]?)(?:\s+(?:of|and|for|&)?\s*[A-Z][a-zA-Z&'\-]+)*"
+)
 _ACRONYM_RE = re.compile(r"\b[A-Z][A-Z0-9&]{1,7}s?\b")
-_EN_COMMON = {"the", "this", "that", "these", "those", "in", "on", "at", "as", "however", "yes", "no", "according",
-              "per", "based", "for", "it", "its", "we", "our", "they", "there", "if", "when", "while", "also", "to",
-              "a", "an", "and", "but", "so", "i", "you", "he", "she", "total", "during", "after", "before", "since",
-              "because", "although", "unfortunately", "sure", "here", "item", "note", "table", "part"}
+_EN_COMMON = {
+    "the",
+    "this",
+    "that",
+    "these",
+    "those",
+    "in",
+    "on",
+    "at",
+    "as",
+    "however",
+    "yes",
+    "no",
+    "according",
+    "per",
+    "based",
+    "for",
+    "it",
+    "its",
+    "we",
+    "our",
+    "they",
+    "there",
+    "if",
+    "when",
+    "while",
+    "also",
+    "to",
+    "a",
+    "an",
+    "and",
+    "but",
+    "so",
+    "i",
+    "you",
+    "he",
+    "she",
+    "total",
+    "during",
+    "after",
+    "before",
+    "since",
+    "because",
+    "although",
+    "unfortunately",
+    "sure",
+    "here",
+    "item",
+    "note",
+    "table",
+    "part",
+}
 
 
 def periods(text: str) -> list[str]:
@@ -256,11 +328,33 @@ def absent(items: list[str], evidence: list[str]) -> list[str]:
 # ---- modifier flips -----------------------------------------------------------------------------
 
 # Generic opposites (written for the detector, not the injectors' phrasing banks).
-_OPPOSITES = [("이상", "미만"), ("이하", "초과"), ("이상", "이하"), ("증가", "감소"), ("상승", "하락"), ("인상", "인하"),
-              ("확대", "축소"), ("가능", "불가능"), ("허용", "금지"), ("포함", "제외"), ("의무", "선택"), ("이전", "이후"),
-              ("최대", "최소"), ("높", "낮"), ("increase", "decrease"), ("increased", "decreased"), ("higher", "lower"),
-              ("more", "less"), ("above", "below"), ("before", "after"), ("maximum", "minimum"), ("gain", "loss"),
-              ("included", "excluded"), ("required", "optional"), ("rose", "fell")]
+_OPPOSITES = [
+    ("이상", "미만"),
+    ("이하", "초과"),
+    ("이상", "이하"),
+    ("증가", "감소"),
+    ("상승", "하락"),
+    ("인상", "인하"),
+    ("확대", "축소"),
+    ("가능", "불가능"),
+    ("허용", "금지"),
+    ("포함", "제외"),
+    ("의무", "선택"),
+    ("이전", "이후"),
+    ("최대", "최소"),
+    ("높", "낮"),
+    ("increase", "decrease"),
+    ("increased", "decreased"),
+    ("higher", "lower"),
+    ("more", "less"),
+    ("above", "below"),
+    ("before", "after"),
+    ("maximum", "minimum"),
+    ("gain", "loss"),
+    ("included", "excluded"),
+    ("required", "optional"),
+    ("rose", "fell"),
+]
 OPPOSITE = {}
 for _a, _b in _OPPOSITES:
     OPPOSITE.setdefault(_a, set()).add(_b)
@@ -300,6 +394,7 @@ def modifier_flips(response: str, evidence: list[str]) -> list[tuple[str, str]]:
 
 # ---- everything at once -------------------------------------------------------------------------
 
+
 @dataclass
 class Findings:
     refusal: bool
@@ -331,15 +426,19 @@ class Findings:
 def findings(sample: dict, use_history: bool = True, max_passages: int | None = None) -> Findings:
     """All checks for one sample (memoized on its content: several detectors ask for the same).
     `use_history` / `max_passages` restrict the evidence (conditions for helped/hurt comparisons)."""
-    return _findings(sample.get("response") or "", tuple(passage_texts(sample, max_passages)),
-                     tuple(evidence_texts(sample, use_history=use_history, max_passages=max_passages)), question_of(sample))
+    return _findings(
+        sample.get("response") or "",
+        tuple(passage_texts(sample, max_passages)),
+        tuple(evidence_texts(sample, use_history=use_history, max_passages=max_passages)),
+        question_of(sample),
+    )
 
 
 @lru_cache(maxsize=4096)
 def _findings(response: str, passages: tuple[str, ...], evidence: tuple[str, ...], question: str) -> Findings:
     passages, evidence = list(passages), list(evidence)
     # Answerability: does H ∪ P hold the evidence (the question itself does not count)?
-    sources = passages + [t for t in evidence[len(passages):] if t != question]
+    sources = passages + [t for t in evidence[len(passages) :] if t != question]
     f = Findings(refusal=looks_like_refusal(response), coverage=query_coverage(question, sources))
     if f.refusal:
         return f
@@ -363,6 +462,13 @@ def unanswerable_answer(f: Findings, coverage_threshold: float, answer_threshold
 def refusal_detection(f: Findings, coverage_threshold: float) -> Detection:
     """The verdict on a refusal: justified (true refusal) when the passages do not cover the question."""
     if f.coverage >= coverage_threshold:
-        return Detection(0.5 + 0.5 * f.coverage, "hallucinated", "false_refusal", "false_refusal",
-                         f"refusal although the passages cover {f.coverage:.0%} of the question")
-    return Detection(0.5 * f.coverage, "faithful", "true_refusal", None, f"refusal; the passages cover only {f.coverage:.0%} of the question")
+        return Detection(
+            0.5 + 0.5 * f.coverage,
+            "hallucinated",
+            "false_refusal",
+            "false_refusal",
+            f"refusal although the passages cover {f.coverage:.0%} of the question",
+        )
+    return Detection(
+        0.5 * f.coverage, "faithful", "true_refusal", None, f"refusal; the passages cover only {f.coverage:.0%} of the question"
+    )

@@ -33,12 +33,23 @@ GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
 def evidence_features(sample: dict) -> dict[str, float]:
     f = findings(sample)
     return {
-        "answer_coverage": f.answer_coverage, "computed_numbers": len(f.derived_numbers), "claims": len(f.support),
-        "novel_tokens": novel_token_share(sample), "not_verbatim": not_verbatim(sample),
-        "refusal": float(f.refusal), "coverage": f.coverage, "relevance": f.relevance, "min_support": f.min_support,
-        "mean_support": f.mean_support, "missing_numbers": len(f.missing_numbers), "contradicted": len(f.contradicted),
-        "missing_entities": len(f.missing_entities), "missing_periods": len(f.missing_periods), "flips": len(f.flips),
-        "numbers": f.n_numbers, "log_chars": math.log1p(len(sample.get("response") or "")),
+        "answer_coverage": f.answer_coverage,
+        "computed_numbers": len(f.derived_numbers),
+        "claims": len(f.support),
+        "novel_tokens": novel_token_share(sample),
+        "not_verbatim": not_verbatim(sample),
+        "refusal": float(f.refusal),
+        "coverage": f.coverage,
+        "relevance": f.relevance,
+        "min_support": f.min_support,
+        "mean_support": f.mean_support,
+        "missing_numbers": len(f.missing_numbers),
+        "contradicted": len(f.contradicted),
+        "missing_entities": len(f.missing_entities),
+        "missing_periods": len(f.missing_periods),
+        "flips": len(f.flips),
+        "numbers": f.n_numbers,
+        "log_chars": math.log1p(len(sample.get("response") or "")),
         "history_turns": len(sample.get("history") or []) / 2,
     }
 
@@ -123,8 +134,12 @@ def extra_training(params: dict, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
     rows = load_external(*split_spec(params["train_on"])).to_dicts()
     X, _ = feature_matrix(rows, params, ctx, shared=False)
-    return (X, np.array([r["label_binary"] == "hallucinated" for r in rows]), np.array([r["label_4class"] for r in rows]),
-            np.array([r.get("hallu_type") or "none" for r in rows]))
+    return (
+        X,
+        np.array([r["label_binary"] == "hallucinated" for r in rows]),
+        np.array([r["label_4class"] for r in rows]),
+        np.array([r.get("hallu_type") or "none" for r in rows]),
+    )
 
 
 def _auc(y: np.ndarray, p: np.ndarray) -> float:
@@ -133,9 +148,22 @@ def _auc(y: np.ndarray, p: np.ndarray) -> float:
     return float(roc_auc_score(y, p)) if len(np.unique(y)) == 2 else 0.5
 
 
-@register_detector("learned", batch=True, version="2", preflight=_preflight, features=FEATURE_DETECTORS,
-                   evidence_features=True, model="auto", C=1.0, train_split="train", tune_split="valid",
-                   threshold_metric="f1", train_on=None, train_on_sha256=None, seed=0)
+@register_detector(
+    "learned",
+    batch=True,
+    version="2",
+    preflight=_preflight,
+    features=FEATURE_DETECTORS,
+    evidence_features=True,
+    model="auto",
+    C=1.0,
+    train_split="train",
+    tune_split="valid",
+    threshold_metric="f1",
+    train_on=None,
+    train_on_sha256=None,
+    seed=0,
+)
 def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     split = np.array([s.get("split") for s in samples])
     train = split == params["train_split"]
@@ -151,8 +179,10 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     if extra is not None:
         Xt, yt_bin, yt4, ytt = (np.concatenate([a, b]) for a, b in zip((Xt, yt_bin, yt4, ytt), extra))
     if len(yt_bin) < 4 or len(np.unique(yt_bin)) < 2:
-        raise ValueError(f"learned: needs labelled samples of both classes in split {params['train_split']!r}"
-                         f"{' and train_on' if extra is not None else ''}; found {len(yt_bin)} ({int(yt_bin.sum())} hallucinated)")
+        raise ValueError(
+            f"learned: needs labelled samples of both classes in split {params['train_split']!r}"
+            f"{' and train_on' if extra is not None else ''}; found {len(yt_bin)} ({int(yt_bin.sum())} hallucinated)"
+        )
     seed, C = params["seed"], params["C"]
     tune = split == params["tune_split"]
     kinds = ("logreg", "gbdt") if params["model"] == "auto" else (params["model"],)
@@ -166,8 +196,9 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     if tune.any() and len(np.unique(y_bin[tune])) == 2:
         from finhallu.scoring import best_threshold
 
-        threshold = best_threshold(np.where(y_bin[tune], "hallucinated", "faithful"), p_hallu[tune], GRID,
-                                   params["threshold_metric"])
+        threshold = best_threshold(
+            np.where(y_bin[tune], "hallucinated", "faithful"), p_hallu[tune], GRID, params["threshold_metric"]
+        )
     four, four_classes = _fit(kind, seed, C, Xt, yt4)
     typ, type_classes = _fit(kind, seed, C, Xt[yt_bin], ytt[yt_bin])
     p4, pt = _proba(four, four_classes, X), _proba(typ, type_classes, X)
@@ -190,7 +221,14 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
             htype = "false_refusal" if label4 == "false_refusal" else ("unverifiable" if htype == "false_refusal" else htype)
         else:
             label4, htype = _pick(p4[i], four_classes, ("faithful_answer", "true_refusal"), "faithful_answer"), None
-        out.append(Detection(float(p_hallu[i]), "hallucinated" if hallucinated else "faithful", label4, htype,
-                             f"{kind} on {len(names)} features, {len(yt_bin)} train samples{from_extra}; p={p_hallu[i]:.2f} vs "
-                             f"threshold {threshold:.2f}; strongest: {top}"))
+        out.append(
+            Detection(
+                float(p_hallu[i]),
+                "hallucinated" if hallucinated else "faithful",
+                label4,
+                htype,
+                f"{kind} on {len(names)} features, {len(yt_bin)} train samples{from_extra}; p={p_hallu[i]:.2f} vs "
+                f"threshold {threshold:.2f}; strongest: {top}",
+            )
+        )
     return out

@@ -14,8 +14,16 @@ from finhallu.detectors.grounding import findings, refusal_detection
 from finhallu.text.numbers import find_numbers
 
 
-@register_detector("lexical_support", version="3", threshold=0.6, coverage_threshold=0.5, answer_threshold=0.7,
-                   relevance_threshold=0.2, use_history=True, max_passages=None)
+@register_detector(
+    "lexical_support",
+    version="3",
+    threshold=0.6,
+    coverage_threshold=0.5,
+    answer_threshold=0.7,
+    relevance_threshold=0.2,
+    use_history=True,
+    max_passages=None,
+)
 def detect(sample: dict, params: dict, ctx=None) -> Detection:
     f = findings(sample, use_history=params["use_history"], max_passages=params["max_passages"])
     if f.refusal:
@@ -26,18 +34,34 @@ def detect(sample: dict, params: dict, ctx=None) -> Detection:
     score = 1.0 - min(value, f.answer_coverage)
     if f.flips:
         said, ev = f.flips[0]
-        return Detection(max(score, 0.8), "hallucinated", "hallucination", "contradictory",
-                         f"'{said}' where the evidence says '{ev}'")
+        return Detection(
+            max(score, 0.8), "hallucinated", "hallucination", "contradictory", f"'{said}' where the evidence says '{ev}'"
+        )
     if f.answer_coverage < params["answer_threshold"]:
         kind = "false_acceptance" if f.coverage < params["coverage_threshold"] else "unverifiable"
-        return Detection(max(score, 0.5 + 0.5 * (params["answer_threshold"] - f.answer_coverage)), "hallucinated",
-                         "hallucination", kind, f"the evidence holds only {f.answer_coverage:.0%} of what the response "
-                         f"adds to the question (the passages cover {f.coverage:.0%} of the question)")
+        return Detection(
+            max(score, 0.5 + 0.5 * (params["answer_threshold"] - f.answer_coverage)),
+            "hallucinated",
+            "hallucination",
+            kind,
+            f"the evidence holds only {f.answer_coverage:.0%} of what the response "
+            f"adds to the question (the passages cover {f.coverage:.0%} of the question)",
+        )
     if f.relevance < params["relevance_threshold"]:
-        return Detection(max(score, 0.6 + 0.4 * (params["relevance_threshold"] - f.relevance)), "hallucinated", "hallucination",
-                         "irrelevance", f"the response takes up only {f.relevance:.0%} of the question's words")
+        return Detection(
+            max(score, 0.6 + 0.4 * (params["relevance_threshold"] - f.relevance)),
+            "hallucinated",
+            "hallucination",
+            "irrelevance",
+            f"the response takes up only {f.relevance:.0%} of the question's words",
+        )
     if value < params["threshold"]:
         kind = "contradictory" if find_numbers(weakest) else "unverifiable"
         return Detection(score, "hallucinated", "hallucination", kind, f"weakly supported ({value:.0%}): {weakest[:80]}")
-    return Detection(score, "faithful", "faithful_answer", None,
-                     f"every claim supported (min {value:.0%}); the evidence holds {f.answer_coverage:.0%} of the answer")
+    return Detection(
+        score,
+        "faithful",
+        "faithful_answer",
+        None,
+        f"every claim supported (min {value:.0%}); the evidence holds {f.answer_coverage:.0%} of the answer",
+    )

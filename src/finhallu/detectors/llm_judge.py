@@ -17,8 +17,14 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from finhallu.llm.operations import operation, prompt_version
-from finhallu.detectors import (Detection, labels_from_4class, labels_from_binary, labels_from_type,
-                                      looks_like_refusal, register_detector)
+from finhallu.detectors import (
+    Detection,
+    labels_from_4class,
+    labels_from_binary,
+    labels_from_type,
+    looks_like_refusal,
+    register_detector,
+)
 from finhallu.detectors.grounding import findings
 
 MODES = {"binary": "detect_hallucination", "4class": "detect_4class", "multiclass": "detect_type"}
@@ -48,26 +54,28 @@ class JudgeType(BaseModel):
 _TEXT = {
     "en": {
         "answerable": "1) Answerability: the passages cover {cov:.0%} of the question's key terms, so {ans}.",
-        "yes": "the question is answerable from them", "no": "they do not hold the evidence to answer it",
+        "yes": "the question is answerable from them",
+        "no": "they do not hold the evidence to answer it",
         "refusal": "2) Claims: the response declines to answer.",
         "contradicted": "2) Claims: the response says {said}, but the evidence says {ev} in the same wording.",
         "flip": "2) Claims: the response says '{said}' where the evidence it follows says '{ev}'.",
         "missing": "2) Claims: {what} in the response appear nowhere in the passages or the history.",
         "irrelevant": "2) Claims: the response is grounded but takes up only {rel:.0%} of the question: it answers something else.",
-        "weak": "2) Claims: the sentence \"{sent}\" is only {sup:.0%} backed by any passage.",
+        "weak": '2) Claims: the sentence "{sent}" is only {sup:.0%} backed by any passage.',
         "unbacked": "2) Claims: the response states content ({sup:.0%} backed) the passages do not hold.",
         "ok": "2) Claims: every sentence is backed by the evidence (weakest {sup:.0%}), numbers and names included.",
         "verdict": "3) Verdict: {label}.",
     },
     "ko": {
         "answerable": "1) 답변 가능성: 검색 문단이 질문 핵심어의 {cov:.0%}를 포함하므로 {ans}.",
-        "yes": "문단으로 답할 수 있는 질문입니다", "no": "문단에 답의 근거가 없습니다",
+        "yes": "문단으로 답할 수 있는 질문입니다",
+        "no": "문단에 답의 근거가 없습니다",
         "refusal": "2) 주장 검토: 응답은 답변을 거절했습니다.",
         "contradicted": "2) 주장 검토: 응답은 {said}(이)라고 하지만 근거에는 같은 문맥에서 {ev}(으)로 되어 있습니다.",
         "flip": "2) 주장 검토: 응답은 '{said}'(이)라고 하지만 따라 쓴 근거 문장에는 '{ev}'(으)로 되어 있습니다.",
         "missing": "2) 주장 검토: 응답의 {what}은(는) 문단과 대화 기록 어디에도 없습니다.",
         "irrelevant": "2) 주장 검토: 응답은 근거에 있으나 질문의 {rel:.0%}만 다루어 다른 내용에 답합니다.",
-        "weak": "2) 주장 검토: \"{sent}\" 문장은 어떤 문단으로도 {sup:.0%}만 뒷받침됩니다.",
+        "weak": '2) 주장 검토: "{sent}" 문장은 어떤 문단으로도 {sup:.0%}만 뒷받침됩니다.',
         "unbacked": "2) 주장 검토: 응답 내용({sup:.0%} 뒷받침)이 문단에 없습니다.",
         "ok": "2) 주장 검토: 숫자와 명칭을 포함해 모든 문장이 근거로 뒷받침됩니다(최소 {sup:.0%}).",
         "verdict": "3) 결론: {label}.",
@@ -78,8 +86,13 @@ _TEXT = {
 def judge_rules(passages: list[str], history: list[dict], query: str, response: str, lang: str) -> tuple[str, float, str]:
     """(hallu_type or 'none', hallucination score, three-step rationale) from the grounding checks."""
     t = _TEXT["ko" if lang == "ko" else "en"]
-    sample = {"passages": [{"text": p} for p in passages], "history": history or [], "query": query,
-              "standalone_query": None, "response": response}
+    sample = {
+        "passages": [{"text": p} for p in passages],
+        "history": history or [],
+        "query": query,
+        "standalone_query": None,
+        "response": response,
+    }
     f = findings(sample)
     answerable = f.coverage >= COVERAGE
     steps = [t["answerable"].format(cov=f.coverage, ans=t["yes"] if answerable else t["no"])]
@@ -139,13 +152,22 @@ def judge_type(passages: list[str], history: list[dict], query: str, response: s
 
 # ---- the detector ---------------------------------------------------------------------------------
 
+
 def _describe(params: dict, ctx) -> dict:
     op = MODES[params["mode"]]
     return {"operation": op, "backend": ctx.router.backend(params["role"]), "prompt_version": prompt_version(op)}
 
 
-@register_detector("llm_judge", batch=True, version="2", describe=_describe, mode="multiclass", role="detector_judge",
-                   max_passages=10, max_passage_chars=4000)
+@register_detector(
+    "llm_judge",
+    batch=True,
+    version="2",
+    describe=_describe,
+    mode="multiclass",
+    role="detector_judge",
+    max_passages=10,
+    max_passage_chars=4000,
+)
 def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     """One judgement per sample, all in one concurrent pass within the judge model's limits
     (or one batch job). A call that fails for good (recorded in llm_calls) scores nothing."""
@@ -154,11 +176,17 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
         raise ValueError(f"llm_judge: mode must be one of {sorted(MODES)}, got {mode!r}")
     calls = []
     for sample in samples:
-        passages = [p["text"][: params["max_passage_chars"]]
-                    for p in (sample.get("passages") or [])[: params["max_passages"]]]
+        passages = [p["text"][: params["max_passage_chars"]] for p in (sample.get("passages") or [])[: params["max_passages"]]]
         history = [{"role": m["role"], "content": m["content"]} for m in sample.get("history") or []]
-        calls.append({"lang": sample.get("lang") or "ko", "passages": passages, "history": history,
-                      "query": sample.get("query") or "", "response": sample.get("response") or ""})
+        calls.append(
+            {
+                "lang": sample.get("lang") or "ko",
+                "passages": passages,
+                "history": history,
+                "query": sample.get("query") or "",
+                "response": sample.get("response") or "",
+            }
+        )
     outs = ctx.router.call_many(params["role"], MODES[mode], calls)
     return [None if out is None else _detection(sample, out, mode) for sample, out in zip(samples, outs)]
 

@@ -38,11 +38,17 @@ def score_samples(samples: list[dict], scorer: Scorer, params: dict) -> list[Det
             out.append(refusal_detection(Findings(refusal=True, coverage=coverage), params["coverage_threshold"]))
             continue
         if not n_sent or not n_prem:
-            out.append(Detection(1.0 if n_sent else 0.5, "hallucinated" if n_sent else "faithful",
-                                 "hallucination" if n_sent else "faithful_answer", "unverifiable" if n_sent else None,
-                                 "no premises to check against" if n_sent else "no sentences to check"))
+            out.append(
+                Detection(
+                    1.0 if n_sent else 0.5,
+                    "hallucinated" if n_sent else "faithful",
+                    "hallucination" if n_sent else "faithful_answer",
+                    "unverifiable" if n_sent else None,
+                    "no premises to check against" if n_sent else "no sentences to check",
+                )
+            )
             continue
-        p = probs[start:start + n_sent * n_prem].reshape(n_sent, n_prem, 3)
+        p = probs[start : start + n_sent * n_prem].reshape(n_sent, n_prem, 3)
         best = p[:, :, 0].argmax(axis=1)  # best-entailing premise per sentence
         entail = p[np.arange(n_sent), best, 0]
         weakest = int(entail.argmin())
@@ -68,8 +74,21 @@ def _preflight(params: dict) -> str | None:
     return missing_model(params["model"])
 
 
-@register_detector("nli", batch=True, version="1", describe=_describe, preflight=_preflight, model=None, device="cpu", batch_size=16,
-                   aggregate="min", threshold=0.5, coverage_threshold=0.5, use_history=True, max_premise_chars=2000)
+@register_detector(
+    "nli",
+    batch=True,
+    version="1",
+    describe=_describe,
+    preflight=_preflight,
+    model=None,
+    device="cpu",
+    batch_size=16,
+    aggregate="min",
+    threshold=0.5,
+    coverage_threshold=0.5,
+    use_history=True,
+    max_premise_chars=2000,
+)
 def detect(samples: list[dict], params: dict, ctx=None) -> list[Detection]:
     if params["aggregate"] not in ("min", "mean"):
         raise ValueError(f"nli: aggregate must be min or mean, got {params['aggregate']!r}")

@@ -17,8 +17,9 @@ from finhallu.detectors import Detection, register_detector
 from finhallu.detectors.grounding import findings, refusal_detection, unanswerable_answer
 
 
-@register_detector("numeric_grounding", version="4", coverage_threshold=0.5, answer_threshold=0.7, use_history=True,
-                   max_passages=None)
+@register_detector(
+    "numeric_grounding", version="4", coverage_threshold=0.5, answer_threshold=0.7, use_history=True, max_passages=None
+)
 def detect(sample: dict, params: dict, ctx=None) -> Detection:
     f = findings(sample, use_history=params["use_history"], max_passages=params["max_passages"])
     if f.refusal:
@@ -26,19 +27,44 @@ def detect(sample: dict, params: dict, ctx=None) -> Detection:
     checked = max(1, f.n_numbers)
     if f.contradicted:
         said, ev = f.contradicted[0]
-        return Detection(min(1.0, 0.85 + 0.15 * len(f.contradicted) / checked), "hallucinated", "hallucination", "contradictory",
-                         f"{said} contradicts the evidence ({ev} in the same wording)")
+        return Detection(
+            min(1.0, 0.85 + 0.15 * len(f.contradicted) / checked),
+            "hallucinated",
+            "hallucination",
+            "contradictory",
+            f"{said} contradicts the evidence ({ev} in the same wording)",
+        )
     if f.missing_numbers:
-        return Detection(min(1.0, 0.7 + 0.3 * len(f.missing_numbers) / checked), "hallucinated", "hallucination", "unverifiable",
-                         f"numbers not in the evidence: {', '.join(f.missing_numbers[:4])}")
+        return Detection(
+            min(1.0, 0.7 + 0.3 * len(f.missing_numbers) / checked),
+            "hallucinated",
+            "hallucination",
+            "unverifiable",
+            f"numbers not in the evidence: {', '.join(f.missing_numbers[:4])}",
+        )
     if f.missing_periods or f.missing_entities:
         what = f.missing_periods + f.missing_entities
-        return Detection(min(0.95, 0.62 + 0.05 * len(what)), "hallucinated", "hallucination", "unverifiable",
-                         f"periods/names not in the evidence: {', '.join(what[:4])}")
+        return Detection(
+            min(0.95, 0.62 + 0.05 * len(what)),
+            "hallucinated",
+            "hallucination",
+            "unverifiable",
+            f"periods/names not in the evidence: {', '.join(what[:4])}",
+        )
     if unanswerable_answer(f, params["coverage_threshold"], params["answer_threshold"]):
-        return Detection(0.5 + 0.5 * (1.0 - f.coverage), "hallucinated", "hallucination", "false_acceptance",
-                         f"answer although the passages cover only {f.coverage:.0%} of the question and hold "
-                         f"{f.answer_coverage:.0%} of what the response adds to it")
+        return Detection(
+            0.5 + 0.5 * (1.0 - f.coverage),
+            "hallucinated",
+            "hallucination",
+            "false_acceptance",
+            f"answer although the passages cover only {f.coverage:.0%} of the question and hold "
+            f"{f.answer_coverage:.0%} of what the response adds to it",
+        )
     computed = f"; computed: {'; '.join(f.derived_numbers[:3])}" if f.derived_numbers else ""
-    return Detection(0.45 * (1.0 - f.answer_coverage), "faithful", "faithful_answer", None,
-                     f"all {f.n_numbers} numbers, periods and names grounded{computed}; question coverage {f.coverage:.0%}")
+    return Detection(
+        0.45 * (1.0 - f.answer_coverage),
+        "faithful",
+        "faithful_answer",
+        None,
+        f"all {f.n_numbers} numbers, periods and names grounded{computed}; question coverage {f.coverage:.0%}",
+    )

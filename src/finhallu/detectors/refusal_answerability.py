@@ -13,8 +13,7 @@ It does not check an answer's claims: that is the grounding detectors' job.
 from __future__ import annotations
 
 from finhallu.detectors import Detection, looks_like_refusal, register_detector
-from finhallu.detectors.grounding import (Findings, passage_texts, query_coverage, question_of, refusal_detection,
-                                                  sentence_support)
+from finhallu.detectors.grounding import Findings, passage_texts, query_coverage, question_of, refusal_detection, sentence_support
 
 
 def answer_evidence(sample: dict, support_weight: float) -> tuple[float, float, float]:
@@ -35,6 +34,11 @@ def detect(sample: dict, params: dict, ctx=None) -> Detection:
     combined, coverage, support = answer_evidence(sample, params["support_weight"])
     why = f"question coverage {coverage:.0%}, response backed {support:.0%} by the passages"
     if combined < params["answer_threshold"]:
-        return Detection(0.5 + 0.5 * (1.0 - combined / params["answer_threshold"]), "hallucinated", "hallucination",
-                         "false_acceptance", f"answers although the evidence does not cover the question ({why})")
+        return Detection(
+            0.5 + 0.5 * (1.0 - combined / params["answer_threshold"]),
+            "hallucinated",
+            "hallucination",
+            "false_acceptance",
+            f"answers although the evidence does not cover the question ({why})",
+        )
     return Detection(0.5 * (1.0 - combined), "faithful", "faithful_answer", None, f"answerable and answered ({why})")

@@ -42,8 +42,10 @@ class QuestionOut(BaseModel):
 
 
 # ---- the assistant: answers and refusals --------------------------------------------------------
-OPENERS = {"ko": ["", "", "", "안내에 따르면 ", "자료에 따르면 ", "확인해 보니 ", "문서에 따르면 "],
-           "en": ["", "", "According to the filing, ", "Per the report, ", "Based on the disclosure, "]}
+OPENERS = {
+    "ko": ["", "", "", "안내에 따르면 ", "자료에 따르면 ", "확인해 보니 ", "문서에 따르면 "],
+    "en": ["", "", "According to the filing, ", "Per the report, ", "Based on the disclosure, "],
+}
 _KO_REFUSALS = [
     "제공된 자료에서는 {topic}에 관한 내용을 찾을 수 없어 정확한 답변을 드리기 어렵습니다.",
     "죄송하지만 참고한 문서에 {topic}에 대한 정보가 없어 답변드릴 수 없습니다.",
@@ -69,9 +71,11 @@ REFUSAL_MARKERS = re.compile(
 )
 # Discourse connectives that tie a clue sentence to its neighbours ("또한", "넷째,"): dropped
 # when the sentence stands alone in an answer.
-_CONNECTIVE = re.compile(r"^(?:또한|다만|그러나|하지만|따라서|그리고|그럼에도|이에 따라|이때|한편|특히|아울러|마찬가지로|다음으로|마지막으로|"
-                         r"첫째|둘째|셋째|넷째|다섯째|Also|However|In addition|Additionally|Moreover|Furthermore|"
-                         r"Therefore)\s*,?\s+")
+_CONNECTIVE = re.compile(
+    r"^(?:또한|다만|그러나|하지만|따라서|그리고|그럼에도|이에 따라|이때|한편|특히|아울러|마찬가지로|다음으로|마지막으로|"
+    r"첫째|둘째|셋째|넷째|다섯째|Also|However|In addition|Additionally|Moreover|Furthermore|"
+    r"Therefore)\s*,?\s+"
+)
 _BULLET = re.compile(r"^[\s○❍•\-－·*]+")
 _VALUE_HEADER = re.compile(r"(율|률|액|금|일|기간|한도|비율|금리|범위|수준|요금|수수료|이율|시행일|대상|방식|등급|위험)$")
 
@@ -97,7 +101,7 @@ def _table_block(passage: str, row_line: str) -> tuple[list[str], list[str]] | N
     start = idx  # the table runs up through lines of the same width (its header included)
     while start > 0 and "|" in lines[start - 1] and len(split(lines[start - 1])) == width:
         start -= 1
-    block = [ln for ln in lines[start: idx + 1] if not set(ln.replace("|", "").split()) <= {"---"}]
+    block = [ln for ln in lines[start : idx + 1] if not set(ln.replace("|", "").split()) <= {"---"}]
     header = split(block[0]) if len(block) >= 2 else []
     return header, split(row)
 
@@ -144,8 +148,7 @@ def _clue_core(passage: str, clue: str, answer: str, lang: str) -> str:
     lines = [ln for ln in clue.splitlines() if ln.strip()]
     if lines and all("|" in ln for ln in lines):
         # one sentence per row; the answer's row first when the clue spans several rows
-        return " ".join(table_sentence(passage, ln, answer if contains_normalized(ln, answer) else "", lang)
-                        for ln in lines)
+        return " ".join(table_sentence(passage, ln, answer if contains_normalized(ln, answer) else "", lang) for ln in lines)
     core = clean_sentence(clue)
     if core and not core.endswith((".", "다", "요", "!", "?")):
         core = core + ("." if lang == "en" else "")
@@ -154,8 +157,10 @@ def _clue_core(passage: str, clue: str, answer: str, lang: str) -> str:
 
 # Advice the passage itself gives (what to compare, check, beware of): an assistant passes it on, so a
 # faithful answer speaks in the evaluative register too, and that register alone does not mark an opinion.
-_GUIDANCE = re.compile(r"(것이 좋습니다|것이 바람직|바람직하지 않|권장됩니다|유의해야|주의가 필요|주의해야|유리하며|유리합니다|"
-                       r"확인해야 합니다|보시기 바랍니다|\bshould\b|\badvisable\b|\brecommend)")
+_GUIDANCE = re.compile(
+    r"(것이 좋습니다|것이 바람직|바람직하지 않|권장됩니다|유의해야|주의가 필요|주의해야|유리하며|유리합니다|"
+    r"확인해야 합니다|보시기 바랍니다|\bshould\b|\badvisable\b|\brecommend)"
+)
 
 
 def is_lead_in(sentence: str) -> bool:
@@ -174,7 +179,7 @@ def _supporting_sentence(passage: str, clue: str, rng: random.Random) -> str | N
     at = next((i for i, s in enumerate(sents) if clue in s or s in clue), None)
     if at is None:
         return None
-    after, before = sents[at + 1:], sents[:at]
+    after, before = sents[at + 1 :], sents[:at]
     advice = next((c for c in after + before[::-1] if _GUIDANCE.search(c) and _usable_support(c, clue)), None)
     following = next((s for s in after if _usable_support(s, clue)), None)
     if advice and (following is None or rng.random() < 0.5):
@@ -193,17 +198,33 @@ def direct_answer(question: str, answer: str) -> str | None:
     topic = topic_of(question, "ko")
     # Only where "X는 Y입니다" reads right: a short topic naming no question word, and a figure
     # ("9억 원 이하", "10영업일 이내") rather than a clause ("3개월이 지나면") or a long span.
-    if (not answer or len(answer) > 16 or not re.search(r"\d", answer) or re.search(r"[면고서며지]$", answer)
-            or answer.endswith(("다", "요", ".")) or len(topic.split()) > 2 or _QUESTION_WORD.search(topic)
-            or topic == "문의하신 내용"):
+    if (
+        not answer
+        or len(answer) > 16
+        or not re.search(r"\d", answer)
+        or re.search(r"[면고서며지]$", answer)
+        or answer.endswith(("다", "요", "."))
+        or len(topic.split()) > 2
+        or _QUESTION_WORD.search(topic)
+        or topic == "문의하신 내용"
+    ):
         return None
     return f"{topic}{josa(topic, '은/는')} {answer}입니다."
 
 
 @operation("answer_turn", AnswerOut)
-def answer_turn(question: str, passage: str, clue: str, answer: str, qa_kind: str, lang: str,
-                rng_seed: int, support_probability: float = 0.5, paraphrase_rate: float = 0.7,
-                direct_probability: float = 0.3) -> AnswerOut:
+def answer_turn(
+    question: str,
+    passage: str,
+    clue: str,
+    answer: str,
+    qa_kind: str,
+    lang: str,
+    rng_seed: int,
+    support_probability: float = 0.5,
+    paraphrase_rate: float = 0.7,
+    direct_probability: float = 0.3,
+) -> AnswerOut:
     """The clue stated as an answer, in the assistant's words (dialogue/paraphrase.py rewrites each
     rewrite site with probability paraphrase_rate), with an optional supporting sentence; a Korean
     span answer leads with a direct one-sentence answer with probability direct_probability."""

@@ -39,29 +39,49 @@ def _word(w: str) -> str:
 # (pattern, replacement): plain substitutions that mean the same in any context they match.
 _KO_SUBSTITUTIONS: list[tuple[str, str]] = [
     (r"이내에" + _NOT_HANGUL_AFTER, "안에"),
-    (_word("또는"), "혹은"), (_word("혹은"), "또는"),
-    (_word("반드시"), "꼭"), (_word("즉시"), "곧바로"), (_word("곧바로"), "즉시"),
-    (r"경우에는" + _NOT_HANGUL_AFTER, "때에는"), (r"경우에도" + _NOT_HANGUL_AFTER, "때에도"),
-    (r"초과하는" + _NOT_HANGUL_AFTER, "넘는"), (r"초과하면" + _NOT_HANGUL_AFTER, "넘으면"),
+    (_word("또는"), "혹은"),
+    (_word("혹은"), "또는"),
+    (_word("반드시"), "꼭"),
+    (_word("즉시"), "곧바로"),
+    (_word("곧바로"), "즉시"),
+    (r"경우에는" + _NOT_HANGUL_AFTER, "때에는"),
+    (r"경우에도" + _NOT_HANGUL_AFTER, "때에도"),
+    (r"초과하는" + _NOT_HANGUL_AFTER, "넘는"),
+    (r"초과하면" + _NOT_HANGUL_AFTER, "넘으면"),
     (r"초과할" + _NOT_HANGUL_AFTER, "넘을"),
-    (_word("모두"), "전부"), (_word("가장"), "제일"), (_word("먼저"), "우선"),
-    (r"에 대해" + _NOT_HANGUL_AFTER, "에 관해"), (r"에 대한" + _NOT_HANGUL_AFTER, "에 관한"),
+    (_word("모두"), "전부"),
+    (_word("가장"), "제일"),
+    (_word("먼저"), "우선"),
+    (r"에 대해" + _NOT_HANGUL_AFTER, "에 관해"),
+    (r"에 대한" + _NOT_HANGUL_AFTER, "에 관한"),
     (r"([을를]) 통해" + _NOT_HANGUL_AFTER, r"\1 거쳐"),
     (r"수 없습니다", "수가 없습니다"),
     (r"(있|없|되|하|않|이)(?:으)?므로" + _NOT_HANGUL_AFTER, r"\1기 때문에"),
-    (r"(하|되|이)며(?=,|\s)", r"\1고"), (r"(있|없|않)으며(?=,|\s)", r"\1고"),
-    (r"(하|되)고(?=,)", r"\1며"), (r"(있|없|않)고(?=,)", r"\1으며"),
+    (r"(하|되|이)며(?=,|\s)", r"\1고"),
+    (r"(있|없|않)으며(?=,|\s)", r"\1고"),
+    (r"(하|되)고(?=,)", r"\1며"),
+    (r"(있|없|않)고(?=,)", r"\1으며"),
 ]
 _EN_SUBSTITUTIONS: list[tuple[str, str]] = [
-    (r"\bincreased\b", "rose"), (r"\bdecreased\b", "declined"), (r"\bprimarily\b", "mainly"),
-    (r"\bapproximately\b", "about"), (r"\bpartially offset\b", "partly offset"), (r"\btotaled\b", "amounted to"),
-    (r"\bcompared to\b", "versus"), (r"\bcompared with\b", "versus"), (r"\bas a result of\b", "because of"),
-    (r"\bdue to\b", "owing to"), (r"\bin addition\b", "also"), (r"\bhowever\b", "still"),
+    (r"\bincreased\b", "rose"),
+    (r"\bdecreased\b", "declined"),
+    (r"\bprimarily\b", "mainly"),
+    (r"\bapproximately\b", "about"),
+    (r"\bpartially offset\b", "partly offset"),
+    (r"\btotaled\b", "amounted to"),
+    (r"\bcompared to\b", "versus"),
+    (r"\bcompared with\b", "versus"),
+    (r"\bas a result of\b", "because of"),
+    (r"\bdue to\b", "owing to"),
+    (r"\bin addition\b", "also"),
+    (r"\bhowever\b", "still"),
     # The filer's "we" in the third person, where the verb needs no agreement (past tense, modals).
     (r"\bWe (?=(?:\w+ed|had|could|would|will|may|might|can|should|must|did|made|paid|sold|spent|took)\b)", "The company "),
     (r"\bwe (?=(?:\w+ed|had|could|would|will|may|might|can|should|must|did|made|paid|sold|spent|took)\b)", "the company "),
-    (r"\bWe were\b", "The company was"), (r"\bwe were\b", "the company was"),
-    (r"\bOur\b", "The company's"), (r"\bour\b", "the company's"),
+    (r"\bWe were\b", "The company was"),
+    (r"\bwe were\b", "the company was"),
+    (r"\bOur\b", "The company's"),
+    (r"\bour\b", "the company's"),
 ]
 
 
@@ -83,7 +103,7 @@ def _amount_sites(text: str, lang: str) -> list[tuple[int, int, str]]:
     """Amounts written another way: 만/억 words <-> digits for 원; million <-> billion for dollars."""
     out = []
     for n in find_numbers(text):
-        raw = text[n.start:n.end]
+        raw = text[n.start : n.end]
         if lang == "ko" and n.unit == "원" and n.value >= 10**4:
             if re.search(r"[만억조]", raw):
                 out.append((n.start, n.end, f"{int(n.value):,}원"))

@@ -20,8 +20,15 @@ from finhallu.text.words import content_words, has_final_consonant, jaccard, par
 
 
 @operation("choose_next_question", ChoiceOut)
-def choose_next_question(current_question: str, history: list[str], candidates: list[dict], lang: str,
-                         rng_seed: int, previous_response: str = "", min_overlap: float = 0.15) -> ChoiceOut:
+def choose_next_question(
+    current_question: str,
+    history: list[str],
+    candidates: list[dict],
+    lang: str,
+    rng_seed: int,
+    previous_response: str = "",
+    min_overlap: float = 0.15,
+) -> ChoiceOut:
     """Candidates ({question, same_document}) that keep the flow: same document, or sharing
     content words with the current question; never a question already asked in other words.
     A seeded pick among the three most related, with its utterance after the current question and
@@ -39,14 +46,25 @@ def choose_next_question(current_question: str, history: list[str], candidates: 
         return ChoiceOut(index=-1, reason="no candidate keeps the flow coherent")
     scored.sort()
     pick = rng.choice(scored[:3])
-    utterance = rewrite_query(candidates[pick[2]]["question"], current_question, lang, rng.getrandbits(64),
-                              previous_response)
-    return ChoiceOut(index=pick[2], utterance=utterance,
-                     reason="same document" if pick[0] else f"related topic ({-pick[1]:.2f})")
+    utterance = rewrite_query(candidates[pick[2]]["question"], current_question, lang, rng.getrandbits(64), previous_response)
+    return ChoiceOut(index=pick[2], utterance=utterance, reason="same document" if pick[0] else f"related topic ({-pick[1]:.2f})")
 
 
-_KO_WH = {"원": "얼마", "%": "몇 %", "%p": "몇 %p", "개월": "몇 개월", "일": "며칠", "년": "몇 년", "세": "몇 세", "명": "몇 명",
-          "건": "몇 건", "회": "몇 회", "배": "몇 배", "시간": "몇 시간", "주": "몇 주"}
+_KO_WH = {
+    "원": "얼마",
+    "%": "몇 %",
+    "%p": "몇 %p",
+    "개월": "몇 개월",
+    "일": "며칠",
+    "년": "몇 년",
+    "세": "몇 세",
+    "명": "몇 명",
+    "건": "몇 건",
+    "회": "몇 회",
+    "배": "몇 배",
+    "시간": "몇 시간",
+    "주": "몇 주",
+}
 
 
 def _ko_question_ending(sentence: str) -> str | None:
@@ -64,8 +82,9 @@ def _ko_question_ending(sentence: str) -> str | None:
 
 
 @operation("write_question", QuestionOut)
-def write_question(passage: str, asked: list[str], lang: str, rng_seed: int, previous_question: str = "",
-                   previous_response: str = "") -> QuestionOut:
+def write_question(
+    passage: str, asked: list[str], lang: str, rng_seed: int, previous_question: str = "", previous_response: str = ""
+) -> QuestionOut:
     """A new question about the current passage: a sentence not used by any question or response so
     far, whose value nothing asked or said so far states, its amount asked for ("…1억 원까지 보호합니다." -> "…얼마까지 보호하나요?"),
     with its utterance after the previous turn (`rewrite_query`)."""
@@ -81,7 +100,7 @@ def write_question(passage: str, asked: list[str], lang: str, rng_seed: int, pre
                 if span.unit not in _KO_WH or span.unit == "년" or date_part:
                     continue  # years, dates and bare numbers make poor questions
                 wh = _KO_WH[span.unit]
-                stem = _ko_question_ending(s[: span.start] + wh + fix_particle(wh, s[span.end:]))
+                stem = _ko_question_ending(s[: span.start] + wh + fix_particle(wh, s[span.end :]))
                 if stem:
                     options.append((stem, span.raw.strip(), s))
             elif not (span.unit == "" and 1900 <= span.value <= 2100):
@@ -89,7 +108,7 @@ def write_question(passage: str, asked: list[str], lang: str, rng_seed: int, pre
                 if m:
                     subj = m.group(1)[0].lower() + m.group(1)[1:]
                     verb = {"totaled": "did", "amounted to": "did"}.get(m.group(2), m.group(2))
-                    tail = s[span.end:].rstrip(". ")
+                    tail = s[span.end :].rstrip(". ")
                     q = f"How much {verb} {subj}{' total' if verb == 'did' else ''}{tail}?"
                     dollar = "$" if s[: span.start].endswith("$") else ""
                     options.append((q, dollar + span.raw.strip(), s))
@@ -112,8 +131,15 @@ _PERIOD = re.compile(r"^(제\d+기(?:말|반기)?)?\(?(\d{4})년\)?(에|의|에�
 _KO_LOOKUP = re.compile(r"^(.+?(?:은|는)) (?:얼마|몇 퍼센트|몇 ?%)(?:입니까|인가요|였나요|예요|이에요)\?$")
 # "X<particle>" at the head of a follow-up whose X the dialogue established -> a pro-form.
 # (No "그게" for 이/가: a leading subject is often a clause's, "저축은행이 영업정지되면 …".)
-_KO_PROFORM = [("에서", "거기서"), ("에는", "거기에는"), ("은", "그건"), ("는", "그건"), ("을", "그걸"), ("를", "그걸"),
-               ("도", "그것도")]
+_KO_PROFORM = [
+    ("에서", "거기서"),
+    ("에는", "거기에는"),
+    ("은", "그건"),
+    ("는", "그건"),
+    ("을", "그걸"),
+    ("를", "그걸"),
+    ("도", "그것도"),
+]
 
 
 def _ko_colloquial(q: str, rng: random.Random) -> str:
@@ -174,10 +200,16 @@ def _ko_proform(words: list[str], context: str) -> str | None:
         for ending, pro in bank:
             noun = w[: -len(ending)]
             light_verb = pos > 0 and words[pos + 1].startswith(_LIGHT_VERBS)  # "보호를 받나요" is one predicate
-            if w.endswith(ending) and len(noun) >= 2 and not words[pos + 1][0].isdigit() and not light_verb \
-                    and _shares(noun, context) \
-                    and [p[0] for p in noun_phrases(noun)] == [noun] and (pos == 0 or not _GENITIVE.match(words[pos - 1])):
-                return " ".join(words[:pos] + [pro] + words[pos + 1:])
+            if (
+                w.endswith(ending)
+                and len(noun) >= 2
+                and not words[pos + 1][0].isdigit()
+                and not light_verb
+                and _shares(noun, context)
+                and [p[0] for p in noun_phrases(noun)] == [noun]
+                and (pos == 0 or not _GENITIVE.match(words[pos - 1]))
+            ):
+                return " ".join(words[:pos] + [pro] + words[pos + 1 :])
     return None
 
 
@@ -233,8 +265,9 @@ def _en_rewrite(q: str, previous: str, rng: random.Random) -> str:
     if cur is None or cur["ent"] != prev.get("ent"):
         if cur and cur["rest"]:
             q = cur["rest"][0].upper() + cur["rest"][1:]
-        return q if set(content_words(q)) & set(content_words(previous)) else rng.choice(_EN_SHIFT) + (
-            _lower_first(q) if q else q)
+        return (
+            q if set(content_words(q)) & set(content_words(previous)) else rng.choice(_EN_SHIFT) + (_lower_first(q) if q else q)
+        )
     same_year = cur["year"] == prev.get("year")
     if cur["rest"]:  # "According to X's 10-K for fiscal Y, what was the Z?" -> "What was the Z[ that year / in Y]?"
         rest = cur["rest"].rstrip("?")
@@ -242,16 +275,19 @@ def _en_rewrite(q: str, previous: str, rng: random.Random) -> str:
         return rest[0].upper() + rest[1:] + tail + "?"
     item = _lower_first(cur["item"])
     if same_year:
-        return rng.choice([f"And {item}?", f"What about {item}?", f"How about {item} that year?",
-                           f"What did they report as {item}?"])
+        return rng.choice(
+            [f"And {item}?", f"What about {item}?", f"How about {item} that year?", f"What did they report as {item}?"]
+        )
     if cur["item"] == prev.get("item"):
         return rng.choice([f"And in fiscal {cur['year']}?", f"What was it in fiscal {cur['year']}?"])
-    return rng.choice([f"What was its {item} for fiscal {cur['year']}?",
-                       f"How much did it report as {item} for fiscal {cur['year']}?"])
+    return rng.choice(
+        [f"What was its {item} for fiscal {cur['year']}?", f"How much did it report as {item} for fiscal {cur['year']}?"]
+    )
 
 
-def rewrite_query(question: str, previous_question: str | None, lang: str, rng_seed: int,
-                  previous_response: str | None = None) -> str:
+def rewrite_query(
+    question: str, previous_question: str | None, lang: str, rng_seed: int, previous_response: str | None = None
+) -> str:
     """Standalone -> context-dependent, the way a user continues a conversation: ellipsis of what
     the dialogue established (company, period, a leading modifier: "한강금융지주의 2024년 예수부채는
     얼마입니까?" -> "예수부채는요?"), coreference of a shared head noun ("예금보험금은 …" -> "그건 …",
@@ -324,5 +360,8 @@ def reconfirm_query(earlier_question: str, earlier_answer: str, lang: str, rng_s
         answer = "네" if answer in ("예", "네") else "아니요"
     ira = "이라고" if has_final_consonant(answer) else "라고"
     bank = _KO_RECONFIRM_YESNO if yesno else _KO_RECONFIRM if _nominal(answer) else _KO_RECONFIRM_QUOTED
-    return TextOut(text=rng.choice(bank).format(topic=topic, answer=answer, ira=ira, eun=particle(topic, "은/는"),
-                                                i=particle(topic, "이/가")))
+    return TextOut(
+        text=rng.choice(bank).format(
+            topic=topic, answer=answer, ira=ira, eun=particle(topic, "은/는"), i=particle(topic, "이/가")
+        )
+    )

@@ -63,6 +63,7 @@ class EmbedConfig(Section):
         EMBEDDERS.get(self.backend), EMBEDDERS.get(self.dense)  # UnknownPluginError (a ValueError) lists the backends
         return self
 
+
 PACKAGE = "finhallu.embedders"
 EMBEDDERS: Registry[type["Embedder"]] = Registry("embedder backend", PACKAGE)
 
@@ -112,7 +113,7 @@ class DenseIndex:
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         q = self.embedder.encode_queries(queries)
-        parts = [topk(self.encoded_scores(q[i:i + self.batch]), k) for i in range(0, len(q), self.batch)]
+        parts = [topk(self.encoded_scores(q[i : i + self.batch]), k) for i in range(0, len(q), self.batch)]
         if not parts:
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
@@ -175,5 +176,14 @@ def embedder_for_model(model_id: str) -> Embedder:
     raise ValueError(f"no embedder backend recognizes model id {model_id!r}; registered: {EMBEDDERS.names()}")
 
 
-__all__ = ["EMBEDDERS", "DenseIndex", "Embedder", "ModelNotAvailableError", "embedder_class", "embedder_for_model",
-           "embedder_from_config", "register_embedder", "topk"]
+__all__ = [
+    "EMBEDDERS",
+    "DenseIndex",
+    "Embedder",
+    "ModelNotAvailableError",
+    "embedder_class",
+    "embedder_for_model",
+    "embedder_from_config",
+    "register_embedder",
+    "topk",
+]

@@ -87,8 +87,9 @@ class BM25Index:
             from scipy import sparse
 
             sc = self.bm25.scores  # per-term rows of per-passage BM25 contributions (CSR by term)
-            self._matrix = sparse.csr_matrix((sc["data"], sc["indices"], sc["indptr"]),
-                                             shape=(len(sc["indptr"]) - 1, sc["num_docs"]), dtype=np.float32)
+            self._matrix = sparse.csr_matrix(
+                (sc["data"], sc["indices"], sc["indptr"]), shape=(len(sc["indptr"]) - 1, sc["num_docs"]), dtype=np.float32
+            )
 
     def query_terms(self, queries: list[str]) -> list[list[int]]:
         """Vocabulary ids of each query's content morphemes (unknown terms dropped, repeats kept)."""
@@ -113,12 +114,11 @@ class BM25Index:
 
         rows = np.repeat(np.arange(len(terms)), [len(t) for t in terms])
         cols = np.fromiter((j for t in terms for j in t), dtype=np.int64, count=len(rows))
-        q = sparse.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
-                              shape=(len(terms), self._matrix.shape[0]))
+        q = sparse.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(len(terms), self._matrix.shape[0]))
         return np.asarray((q @ self._matrix).todense(), dtype=np.float32)
 
     def search(self, queries: list[str], k: int, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
-        parts = [topk(self.scores(queries[i:i + batch]), k) for i in range(0, len(queries), batch)]
+        parts = [topk(self.scores(queries[i : i + batch]), k) for i in range(0, len(queries), batch)]
         if not parts:
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -43,7 +43,7 @@ def _features(text: str, ngrams: list[int], version: int = 1) -> Counter:
         t = _NOT_HANGUL_OR_DIGIT.sub("", t)
         feats.update(f"b:{a} {b}" for a, b in zip(words, words[1:]))
     for n in ngrams:
-        feats.update(f"c{n}:{t[i:i + n]}" for i in range(max(0, len(t) - n + 1)))
+        feats.update(f"c{n}:{t[i : i + n]}" for i in range(max(0, len(t) - n + 1)))
     return feats
 
 
@@ -92,6 +92,8 @@ class HashingEmbedder(Embedder):
         m = _ID.match(model_id)
         version = int(m.group(4)) if m else None
         if not m or _FEATURES.get(version) != m.group(2):
-            raise ValueError(f"not a hashing model id this build knows: {model_id!r} (known versions: "
-                             f"{', '.join(f'-{f}-...-v{v}' for v, f in _FEATURES.items())})")
+            raise ValueError(
+                f"not a hashing model id this build knows: {model_id!r} (known versions: "
+                f"{', '.join(f'-{f}-...-v{v}' for v, f in _FEATURES.items())})"
+            )
         return cls(int(m.group(3)), [int(c) for c in m.group(1)], version)

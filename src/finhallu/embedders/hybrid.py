@@ -64,7 +64,7 @@ class HybridIndex:
         return _rrf(d, self.emb.rrf_k) + _rrf(b, self.emb.rrf_k)
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        parts = [topk(self.scores(queries[i:i + self.batch]), k) for i in range(0, len(queries), self.batch)]
+        parts = [topk(self.scores(queries[i : i + self.batch]), k) for i in range(0, len(queries), self.batch)]
         if not parts:
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
@@ -74,8 +74,9 @@ class HybridIndex:
 class HybridEmbedder(Embedder):
     id_prefix = "hybrid:"
 
-    def __init__(self, dense: Embedder, fusion: str = "sum", weight: float = 0.5, rrf_k: int = 60,
-                 k1: float = 1.5, b: float = 0.75):
+    def __init__(
+        self, dense: Embedder, fusion: str = "sum", weight: float = 0.5, rrf_k: int = 60, k1: float = 1.5, b: float = 0.75
+    ):
         from finhallu.embedders.bm25 import lexical_id
 
         if isinstance(dense, HybridEmbedder):
@@ -126,6 +127,8 @@ class HybridEmbedder(Embedder):
         rrf_k = int(fm.group(4)) if kind == "rrf" else 60
         emb = cls(dense, kind, weight, rrf_k, float(lm.group(1)), float(lm.group(2)))
         if emb.model_id != model_id:
-            raise ValueError(f"hybrid model id {model_id!r} does not round-trip (this build makes {emb.model_id!r}; "
-                             "a different Kiwi version changes BM25 terms)")
+            raise ValueError(
+                f"hybrid model id {model_id!r} does not round-trip (this build makes {emb.model_id!r}; "
+                "a different Kiwi version changes BM25 terms)"
+            )
         return emb

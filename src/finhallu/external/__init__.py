@@ -84,11 +84,25 @@ def read_records(path: Path) -> Iterator[dict]:
                 raise ValueError(f"{path}:{n}: not a JSON record ({exc.msg})") from None
 
 
-def external_sample(*, external_id: str, pair_id: str, query: str, response: str, passages: list[str],
-                    label_binary: str, label_4class: str | None = None, history: list[dict] | None = None,
-                    hallu_type: str | None = None, hallu_subtype: str | None = None, split: str | None = None,
-                    source: str = "external", injector: str | None = None, lang: str | None = None,
-                    turn_index: int | None = None, answerable: bool | None = None) -> dict:
+def external_sample(
+    *,
+    external_id: str,
+    pair_id: str,
+    query: str,
+    response: str,
+    passages: list[str],
+    label_binary: str,
+    label_4class: str | None = None,
+    history: list[dict] | None = None,
+    hallu_type: str | None = None,
+    hallu_subtype: str | None = None,
+    split: str | None = None,
+    source: str = "external",
+    injector: str | None = None,
+    lang: str | None = None,
+    turn_index: int | None = None,
+    answerable: bool | None = None,
+) -> dict:
     if label_binary not in ("faithful", "hallucinated"):
         raise ValueError(f"record {external_id}: label {label_binary!r} is not faithful|hallucinated")
     label_4class = label_4class or ("hallucination" if label_binary == "hallucinated" else "faithful_answer")
@@ -98,14 +112,22 @@ def external_sample(*, external_id: str, pair_id: str, query: str, response: str
         raise ValueError(f"record {external_id}: hallu_type {hallu_type!r} unknown (known: {HALLU_TYPES})")
     history = history or []
     return {
-        "external_id": str(external_id), "pair_id": str(pair_id), "dialogue_id": str(pair_id),
+        "external_id": str(external_id),
+        "pair_id": str(pair_id),
+        "dialogue_id": str(pair_id),
         "split": split if split in ("train", "valid", "test") else split_of(str(pair_id)),
-        "source": source, "institution": source, "lang": lang or guess_lang(query + " " + response),
-        "turn_index": turn_index if turn_index is not None else len(history) // 2 + 1, "history": history,
-        "query": query or "", "standalone_query": query or "",
+        "source": source,
+        "institution": source,
+        "lang": lang or guess_lang(query + " " + response),
+        "turn_index": turn_index if turn_index is not None else len(history) // 2 + 1,
+        "history": history,
+        "query": query or "",
+        "standalone_query": query or "",
         "passages": [{"passage_id": f"{external_id}#p{i}", "text": t, "role": "retrieved"} for i, t in enumerate(passages) if t],
-        "response": response or "", "answerable": (label_4class != "true_refusal") if answerable is None else bool(answerable),
-        "label_binary": label_binary, "label_4class": label_4class,
+        "response": response or "",
+        "answerable": (label_4class != "true_refusal") if answerable is None else bool(answerable),
+        "label_binary": label_binary,
+        "label_4class": label_4class,
         "hallu_type": hallu_type if label_binary == "hallucinated" else None,
         "hallu_subtype": hallu_subtype if label_binary == "hallucinated" else None,
         "injector": injector if label_binary == "hallucinated" else None,

@@ -58,12 +58,22 @@ def records_to_samples(records, where: str):
         history = [m if isinstance(m, dict) else {"role": "user", "content": str(m)} for m in _as_list(r.get("history"))]
         rid = str(r.get("id") or i)
         htype = r.get("hallu_type") or None
-        yield external_sample(external_id=rid, pair_id=str(r.get("pair_id") or rid), query=str(r["question"]),
-                              response=str(r["answer"]), passages=[str(p) for p in _as_list(r.get("context"))],
-                              history=history, label_binary=binary, label_4class=four,
-                              hallu_type=htype if binary == "hallucinated" else None,
-                              split=r.get("split") or None, source=str(r.get("source") or "external"),
-                              lang=r.get("lang") or None, answerable=answerable, turn_index=len(history) // 2 + 1)
+        yield external_sample(
+            external_id=rid,
+            pair_id=str(r.get("pair_id") or rid),
+            query=str(r["question"]),
+            response=str(r["answer"]),
+            passages=[str(p) for p in _as_list(r.get("context"))],
+            history=history,
+            label_binary=binary,
+            label_4class=four,
+            hallu_type=htype if binary == "hallucinated" else None,
+            split=r.get("split") or None,
+            source=str(r.get("source") or "external"),
+            lang=r.get("lang") or None,
+            answerable=answerable,
+            turn_index=len(history) // 2 + 1,
+        )
 
 
 @register_loader("jsonl", dataset="external-jsonl")
@@ -81,5 +91,3 @@ def load_csv(path: Path):
     for f in files:
         with open(f, newline="", encoding="utf-8-sig") as fh:
             yield from records_to_samples(csv.DictReader(fh), str(f))
-
-

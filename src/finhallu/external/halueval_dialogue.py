@@ -37,6 +37,17 @@ def load(path: Path):
         query = turns[last_user]["content"] if last_user is not None else ""
         history = turns[:last_user] if last_user is not None else turns
         pair = f"dialogue-{i}-{stable_id(r.get('dialogue_history') or '', length=8)}"
-        for side, key, label in (("right", "right_response", "faithful"), ("hallucinated", "hallucinated_response", "hallucinated")):
-            yield external_sample(external_id=f"{pair}:{side}", pair_id=pair, query=query, response=r[key],
-                                  passages=[r.get("knowledge") or ""], history=history, label_binary=label, source="opendialkg")
+        for side, key, label in (
+            ("right", "right_response", "faithful"),
+            ("hallucinated", "hallucinated_response", "hallucinated"),
+        ):
+            yield external_sample(
+                external_id=f"{pair}:{side}",
+                pair_id=pair,
+                query=query,
+                response=r[key],
+                passages=[r.get("knowledge") or ""],
+                history=history,
+                label_binary=label,
+                source="opendialkg",
+            )

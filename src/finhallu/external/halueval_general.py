@@ -22,6 +22,13 @@ def load(path: Path):
         if label not in ("yes", "no"):
             raise ValueError(f"halueval-general: record {r.get('ID', i)} has hallucination={raw!r}; expected yes or no")
         rid = str(r.get("ID", i))
-        yield external_sample(external_id=rid, pair_id=f"general-{rid}", query=r.get("user_query") or "",
-                              response=r.get("chatgpt_response") or "", passages=[],
-                              label_binary="hallucinated" if label == "yes" else "faithful", source="alpaca", turn_index=1)
+        yield external_sample(
+            external_id=rid,
+            pair_id=f"general-{rid}",
+            query=r.get("user_query") or "",
+            response=r.get("chatgpt_response") or "",
+            passages=[],
+            label_binary="hallucinated" if label == "yes" else "faithful",
+            source="alpaca",
+            turn_index=1,
+        )

@@ -22,5 +22,13 @@ def load(path: Path):
     for i, r in enumerate(read_records(_file(path, "qa_data.json"))):
         pair = f"qa-{i}-{stable_id(r['question'], length=8)}"
         for side, key, label in (("right", "right_answer", "faithful"), ("hallucinated", "hallucinated_answer", "hallucinated")):
-            yield external_sample(external_id=f"{pair}:{side}", pair_id=pair, query=r["question"], response=r[key],
-                                  passages=[r.get("knowledge") or ""], label_binary=label, source="hotpotqa", turn_index=1)
+            yield external_sample(
+                external_id=f"{pair}:{side}",
+                pair_id=pair,
+                query=r["question"],
+                response=r[key],
+                passages=[r.get("knowledge") or ""],
+                label_binary=label,
+                source="hotpotqa",
+                turn_index=1,
+            )

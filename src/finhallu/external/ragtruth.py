@@ -33,7 +33,9 @@ def _files(path: Path) -> tuple[Path, Path]:
 def _flatten(obj, prefix: str = "") -> list[str]:
     """`key: value` lines of nested structured data (Data2txt's business records)."""
     if isinstance(obj, dict):
-        return [ln for k, v in obj.items() for ln in _flatten(v, f"{prefix}{k}." if isinstance(v, (dict, list)) else f"{prefix}{k}")]
+        return [
+            ln for k, v in obj.items() for ln in _flatten(v, f"{prefix}{k}." if isinstance(v, (dict, list)) else f"{prefix}{k}")
+        ]
     if isinstance(obj, list):
         return [ln for i, v in enumerate(obj) for ln in _flatten(v, f"{prefix}{i}.")]
     return [] if obj is None else [f"{prefix.rstrip('.')}: {obj}"]
@@ -82,7 +84,18 @@ def load(path: Path):
         else:
             binary, four = "faithful", ("true_refusal" if REFUSAL in response.lower() else "faithful_answer")
         yield external_sample(
-            external_id=str(r["id"]), pair_id=sid, query=query, response=response, passages=passages,
-            label_binary=binary, label_4class=four, hallu_type=htype, hallu_subtype=subtype, split=r.get("split"),
-            source=str(src.get("source") or src.get("task_type") or "ragtruth"), injector=r.get("model"), lang="en",
-            turn_index=1)
+            external_id=str(r["id"]),
+            pair_id=sid,
+            query=query,
+            response=response,
+            passages=passages,
+            label_binary=binary,
+            label_4class=four,
+            hallu_type=htype,
+            hallu_subtype=subtype,
+            split=r.get("split"),
+            source=str(src.get("source") or src.get("task_type") or "ragtruth"),
+            injector=r.get("model"),
+            lang="en",
+            turn_index=1,
+        )

@@ -18,8 +18,17 @@ import polars as pl
 from finhallu.stages.report import render_comparison
 from finhallu.warehouse import Catalog, TableRef
 
-TABLE_METRICS = [("binary", "f1"), ("binary", "precision"), ("binary", "recall"), ("binary", "mcc"), ("binary", "roc_auc"),
-                 ("binary", "pr_auc"), ("4class", "macro_f1"), ("3class", "macro_f1"), ("type", "macro_f1")]
+TABLE_METRICS = [
+    ("binary", "f1"),
+    ("binary", "precision"),
+    ("binary", "recall"),
+    ("binary", "mcc"),
+    ("binary", "roc_auc"),
+    ("binary", "pr_auc"),
+    ("4class", "macro_f1"),
+    ("3class", "macro_f1"),
+    ("type", "macro_f1"),
+]
 
 
 def artifact_key(dataset: str, what: str) -> str:
@@ -47,8 +56,9 @@ def previous_metrics(catalog: Catalog, current: pl.DataFrame, before_version: in
 
 def headline_rows(metrics: pl.DataFrame) -> list[dict]:
     rows = []
-    index = {(r["detector"], r["setting"], r["metric"]): r for r in
-             metrics.filter(pl.col("slice") == "all").iter_rows(named=True)}
+    index = {
+        (r["detector"], r["setting"], r["metric"]): r for r in metrics.filter(pl.col("slice") == "all").iter_rows(named=True)
+    }
     for det in sorted(metrics["detector"].unique().to_list()):
         row = {"detector": det}
         for setting, metric in TABLE_METRICS:
@@ -67,29 +77,50 @@ def summary_markdown(metrics: pl.DataFrame, tests: pl.DataFrame, previous: pl.Da
     lines = [f"# Detector evaluation: {dataset} @ {version}", ""]
     if report:
         lines += [f"Report: [{report}]({report.resolve().as_uri()})", ""]
-    lines += ["| detector | binary F1 [95% CI] | ROC-AUC | MCC | 4-class macro F1 | type macro F1 | n |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "| detector | binary F1 [95% CI] | ROC-AUC | MCC | 4-class macro F1 | type macro F1 | n |",
+        "|---|---|---|---|---|---|---|",
+    ]
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     for r in sorted(headline_rows(metrics), key=lambda r: -(r["binary_f1"] or 0)):
-        lines.append(f"| {r['detector']} | {fmt(r['binary_f1'])} {r.get('binary_f1_ci', '')} | {fmt(r['binary_roc_auc'])} | "
-                     f"{fmt(r['binary_mcc'])} | {fmt(r['4class_macro_f1'])} | {fmt(r['type_macro_f1'])} | {r['n']} |")
+        lines.append(
+            f"| {r['detector']} | {fmt(r['binary_f1'])} {r.get('binary_f1_ci', '')} | {fmt(r['binary_roc_auc'])} | "
+            f"{fmt(r['binary_mcc'])} | {fmt(r['4class_macro_f1'])} | {fmt(r['type_macro_f1'])} | {r['n']} |"
+        )
     if tests.height:
-        sig = tests.filter(pl.col("test").str.starts_with("mcnemar") & (pl.col("setting") == "binary") & (pl.col("p_holm") < 0.05))
-        lines += ["", f"McNemar (binary, Holm-adjusted p < 0.05): {sig.height} of "
-                      f"{tests.filter(pl.col('test').str.starts_with('mcnemar') & (pl.col('setting') == 'binary')).height} pairs differ."]
+        sig = tests.filter(
+            pl.col("test").str.starts_with("mcnemar") & (pl.col("setting") == "binary") & (pl.col("p_holm") < 0.05)
+        )
+        lines += [
+            "",
+            f"McNemar (binary, Holm-adjusted p < 0.05): {sig.height} of "
+            f"{tests.filter(pl.col('test').str.starts_with('mcnemar') & (pl.col('setting') == 'binary')).height} pairs differ.",
+        ]
         for r in sig.sort("p_holm").head(5).iter_rows(named=True):
             better = r["detector_b"] if r["b_only_correct"] > r["a_only_correct"] else r["detector_a"]
             lines.append(f"- {r['detector_a']} vs {r['detector_b']} ({r['slice']}): {better} better, p_holm={r['p_holm']:.4f}")
         for r in tests.filter((pl.col("test") == "helped_hurt") & (pl.col("setting") == "binary")).iter_rows(named=True):
-            lines.append(f"- {r['detector_b']} vs {r['detector_a']} ({r['slice']}): helped {r['b_only_correct']}, "
-                         f"hurt {r['a_only_correct']}, net {r['net']:+d} (p={r['p_value']:.4f})")
+            lines.append(
+                f"- {r['detector_b']} vs {r['detector_a']} ({r['slice']}): helped {r['b_only_correct']}, "
+                f"hurt {r['a_only_correct']}, net {r['net']:+d} (p={r['p_value']:.4f})"
+            )
     if previous is not None and previous.height:
-        prev = {(r["detector"], r["setting"], r["metric"]): r["value"] for r in previous.filter(pl.col("slice") == "all").iter_rows(named=True)}
+        prev = {
+            (r["detector"], r["setting"], r["metric"]): r["value"]
+            for r in previous.filter(pl.col("slice") == "all").iter_rows(named=True)
+        }
         lines += ["", f"Change since dataset version {previous['dataset_version'][0]} (binary F1):"]
-        for r in metrics.filter((pl.col("slice") == "all") & (pl.col("setting") == "binary") & (pl.col("metric") == "f1")).sort("detector").iter_rows(named=True):
+        for r in (
+            metrics.filter((pl.col("slice") == "all") & (pl.col("setting") == "binary") & (pl.col("metric") == "f1"))
+            .sort("detector")
+            .iter_rows(named=True)
+        ):
             old = prev.get((r["detector"], "binary", "f1"))
             if old is not None:
                 moved = r["ci_low"] is not None and not (r["ci_low"] <= old <= r["ci_high"])
-                lines.append(f"- {r['detector']}: {old:.3f} -> {r['value']:.3f} ({r['value'] - old:+.3f}){' outside the current CI' if moved else ''}")
+                lines.append(
+                    f"- {r['detector']}: {old:.3f} -> {r['value']:.3f} ({r['value'] - old:+.3f}){' outside the current CI' if moved else ''}"
+                )
     else:
         lines += ["", "No earlier dataset version evaluated: nothing to compare with yet."]
     return "\n".join(lines)
@@ -113,10 +144,16 @@ def finalize_evaluation(home: str | Path, build_id: str, refs: dict[str, TableRe
 
         dataset = metrics["dataset"][0]
         try:
-            create_markdown_artifact(summary_markdown(metrics, tests, previous, report), key=artifact_key(dataset, "evaluation"),
-                                     description=f"detector evaluation of {dataset} (build {build_id})")
-            create_table_artifact(headline_rows(metrics), key=artifact_key(dataset, "detector-metrics"),
-                                  description=f"headline metrics per detector, {dataset} @ {metrics['dataset_version'][0]}")
+            create_markdown_artifact(
+                summary_markdown(metrics, tests, previous, report),
+                key=artifact_key(dataset, "evaluation"),
+                description=f"detector evaluation of {dataset} (build {build_id})",
+            )
+            create_table_artifact(
+                headline_rows(metrics),
+                key=artifact_key(dataset, "detector-metrics"),
+                description=f"headline metrics per detector, {dataset} @ {metrics['dataset_version'][0]}",
+            )
         except Exception as exc:  # the run's results are published; a UI record must not undo them
             print(f"warning: could not create Prefect artifacts: {type(exc).__name__}: {exc}")
     return report

@@ -54,8 +54,9 @@ class BuildOutcome:
 def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
     # Results (the cache) live in the home, whichever flow runs the stage: a deployment's subflow
     # would otherwise inherit its parent's storage under PREFECT_HOME and miss the CLI's cache.
-    task = stage_task.with_options(task_run_name=stage.name, refresh_cache=refresh or None,
-                                   result_storage=stage_results_dir(home))
+    task = stage_task.with_options(
+        task_run_name=stage.name, refresh_cache=refresh or None, result_storage=stage_results_dir(home)
+    )
     return task(stage.name, inputs, cfg, home, build_id, return_state=True)
 
 
@@ -89,8 +90,7 @@ def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = N
         finalize_evaluation(home, build_id, refs)
     from prefect.runtime import flow_run
 
-    return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed,
-            "flow_run_id": flow_run.id}
+    return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed, "flow_run_id": flow_run.id}
 
 
 def announce_estimate(cfg, home: Path) -> None:
@@ -107,8 +107,14 @@ def announce_estimate(cfg, home: Path) -> None:
     reporter().note(est.line() + " (`finhallu build --dry-run` prints it per stage)")
 
 
-def run_build(profile: str | BuildConfig, home: str | Path, overrides: dict | None = None, wait_s: float = 0.0,
-              build_id: str | None = None, until: str | None = None) -> BuildOutcome:
+def run_build(
+    profile: str | BuildConfig,
+    home: str | Path,
+    overrides: dict | None = None,
+    wait_s: float = 0.0,
+    build_id: str | None = None,
+    until: str | None = None,
+) -> BuildOutcome:
     """Run the DAG (or, with `until`, the stages up to and including that one: their versions are
     published and visible in `<table>_all`, but current versions move only on a full build).
     `profile`: a profile name or path (loaded here, once) or an already loaded config."""
@@ -120,8 +126,14 @@ def run_build(profile: str | BuildConfig, home: str | Path, overrides: dict | No
     announce_estimate(cfg, home)
     t0 = time.perf_counter()
     with home_session(home, build_id, wait_s) as catalog:
-        record = {"build_id": build_id, "profile": cfg.profile, "status": "running", "started_at": utc_now(),
-                  "config_hash": cfg.hash(), "seed": cfg.seed}
+        record = {
+            "build_id": build_id,
+            "profile": cfg.profile,
+            "status": "running",
+            "started_at": utc_now(),
+            "config_hash": cfg.hash(),
+            "seed": cfg.seed,
+        }
         catalog.record_build(record)
         outcome = BuildOutcome(build_id, "failed")
         try:
@@ -144,15 +156,31 @@ def run_build(profile: str | BuildConfig, home: str | Path, overrides: dict | No
 
 def _finish(catalog: Catalog, record: dict, outcome: BuildOutcome, t0: float) -> None:
     outcome.seconds = time.perf_counter() - t0
-    record.update(status=outcome.status, finished_at=utc_now(), stages_run=outcome.stages_run,
-                  flow_run_id=outcome.flow_run_id,
-                  stages_cached=outcome.stages_cached, failed_stage=outcome.failed_stage,
-                  message=outcome.message[:4000], report=outcome.report)
+    record.update(
+        status=outcome.status,
+        finished_at=utc_now(),
+        stages_run=outcome.stages_run,
+        flow_run_id=outcome.flow_run_id,
+        stages_cached=outcome.stages_cached,
+        failed_stage=outcome.failed_stage,
+        message=outcome.message[:4000],
+        report=outcome.report,
+    )
     catalog.record_build(record)
 
 
 def summary_json(outcome: BuildOutcome) -> str:
-    return json.dumps({"build_id": outcome.build_id, "status": outcome.status, "ran": outcome.stages_run,
-                       "cached": outcome.stages_cached, "failed_stage": outcome.failed_stage,
-                       "report": outcome.report, "seconds": round(outcome.seconds, 2), "warnings": outcome.warnings(),
-                       "tables": {n: f"{r.name}@{r.version}" for n, r in outcome.refs.items()}}, ensure_ascii=False)
+    return json.dumps(
+        {
+            "build_id": outcome.build_id,
+            "status": outcome.status,
+            "ran": outcome.stages_run,
+            "cached": outcome.stages_cached,
+            "failed_stage": outcome.failed_stage,
+            "report": outcome.report,
+            "seconds": round(outcome.seconds, 2),
+            "warnings": outcome.warnings(),
+            "tables": {n: f"{r.name}@{r.version}" for n, r in outcome.refs.items()},
+        },
+        ensure_ascii=False,
+    )

@@ -14,14 +14,20 @@ def rebuild(profile: str = "demo", home: str = "data", wait_s: float = 3600.0) -
     outcome = run_build(profile, home, wait_s=wait_s)
     if outcome.status != "succeeded":
         raise RuntimeError(f"build {outcome.build_id} failed at {outcome.failed_stage}: {outcome.message}")
-    return {"build_id": outcome.build_id, "ran": outcome.stages_run, "cached": outcome.stages_cached,
-            "report": outcome.report}
+    return {"build_id": outcome.build_id, "ran": outcome.stages_run, "cached": outcome.stages_cached, "report": outcome.report}
 
 
 @flow(name="finhallu-evaluate", log_prints=True)
-def evaluate(home: str = "data", profile: str = "demo", dataset_version: int | None = None,
-             detectors: list[str] | None = None, wait_s: float = 3600.0, make_current: bool = False) -> dict:
+def evaluate(
+    home: str = "data",
+    profile: str = "demo",
+    dataset_version: int | None = None,
+    detectors: list[str] | None = None,
+    wait_s: float = 3600.0,
+    make_current: bool = False,
+) -> dict:
     """Run detectors on a published samples version (default: the current one); its results are
     added beside the build's, and replace them in the plain views only with make_current."""
-    return run_evaluate(home, profile=profile, dataset_version=dataset_version, detectors=detectors, wait_s=wait_s,
-                        make_current=make_current)
+    return run_evaluate(
+        home, profile=profile, dataset_version=dataset_version, detectors=detectors, wait_s=wait_s, make_current=make_current
+    )

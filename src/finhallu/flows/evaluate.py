@@ -66,8 +66,14 @@ def selected_detectors(cfg: BuildConfig, detectors: list[str] | None) -> BuildCo
     return with_detectors(cfg, {d: cfg.detect.detectors.get(d, {}) for d in detectors})
 
 
-def run_evaluate(home: str | Path, profile: str | BuildConfig = "demo", dataset_version: int | None = None,
-                 detectors: list[str] | None = None, wait_s: float = 0.0, make_current: bool = False) -> dict:
+def run_evaluate(
+    home: str | Path,
+    profile: str | BuildConfig = "demo",
+    dataset_version: int | None = None,
+    detectors: list[str] | None = None,
+    wait_s: float = 0.0,
+    make_current: bool = False,
+) -> dict:
     home = Path(home).resolve()
     build_id = new_build_id("eval-")
     cfg = selected_detectors(profile if isinstance(profile, BuildConfig) else load_config(profile), detectors)
@@ -80,5 +86,10 @@ def run_evaluate(home: str | Path, profile: str | BuildConfig = "demo", dataset_
         if current:
             catalog.store.set_current([refs[n] for n in ("detections", "metrics", "confusion", "detector_tests", "report_index")])
         report = write_report(home, build_id, refs["report_index"])
-    return {"build_id": build_id, "samples_version": samples.version, "became_current": current, "report": str(report),
-            "tables": {n: f"{r.name}@{r.version}" for n, r in refs.items()}}
+    return {
+        "build_id": build_id,
+        "samples_version": samples.version,
+        "became_current": current,
+        "report": str(report),
+        "tables": {n: f"{r.name}@{r.version}" for n, r in refs.items()},
+    }

@@ -24,16 +24,27 @@ from finhallu.schemas.contracts import CONTRACTS
 from finhallu.external import load_external
 from finhallu.warehouse import Catalog, TableRef
 
-SUMMARY = [("binary", "accuracy"), ("binary", "f1"), ("binary", "mcc"), ("binary", "roc_auc"), ("binary", "pr_auc"),
-           ("4class", "macro_f1"), ("type", "macro_f1")]
+SUMMARY = [
+    ("binary", "accuracy"),
+    ("binary", "f1"),
+    ("binary", "mcc"),
+    ("binary", "roc_auc"),
+    ("binary", "pr_auc"),
+    ("4class", "macro_f1"),
+    ("type", "macro_f1"),
+]
 
 
 def dataset_stats_of(samples: pl.DataFrame) -> pl.DataFrame:
     """Counts per split (and overall) of samples, pairs, 4-class labels and types, in the dataset_stats layout."""
     rows = []
-    for split, part in [("all", samples)] + [(s, samples.filter(pl.col("split") == s)) for s in sorted(samples["split"].unique().to_list())]:
-        rows += [{"split": split, "metric": "samples", "slice": "all", "value": float(part.height)},
-                 {"split": split, "metric": "pairs", "slice": "all", "value": float(part["pair_id"].n_unique())}]
+    for split, part in [("all", samples)] + [
+        (s, samples.filter(pl.col("split") == s)) for s in sorted(samples["split"].unique().to_list())
+    ]:
+        rows += [
+            {"split": split, "metric": "samples", "slice": "all", "value": float(part.height)},
+            {"split": split, "metric": "pairs", "slice": "all", "value": float(part["pair_id"].n_unique())},
+        ]
         for lab, n in part.group_by("label_4class").len().sort("label_4class").iter_rows():
             rows.append({"split": split, "metric": "samples_by_label_4class", "slice": lab, "value": float(n)})
         for t, n in part.filter(pl.col("hallu_type").is_not_null()).group_by("hallu_type").len().sort("hallu_type").iter_rows():
@@ -59,8 +70,9 @@ def external_flow(cfg: BuildConfig, home: str, build_id: str, samples: TableRef,
 def publish_dataset(catalog: Catalog, frame: pl.DataFrame, build_id: str) -> tuple[TableRef, TableRef]:
     """The external dataset and its counts, through the same gated publish as a stage's outputs."""
     step = "eval_external"
-    samples = publish_gated(catalog, gate_outputs(catalog, step, {"external_samples": frame}, {}, {}, build_id), [],
-                            build_id)["external_samples"]
+    samples = publish_gated(catalog, gate_outputs(catalog, step, {"external_samples": frame}, {}, {}, build_id), [], build_id)[
+        "external_samples"
+    ]
     stats = dataset_stats_of(frame)
     gated = gate_outputs(catalog, step, {"dataset_stats": stats}, {"external_samples": frame}, {}, build_id)
     return samples, publish_gated(catalog, gated, [samples], build_id)["dataset_stats"]
@@ -73,14 +85,24 @@ def summarize(metrics: pl.DataFrame) -> dict:
     for r in wanted.iter_rows(named=True):
         if (r["setting"], r["metric"]) in SUMMARY:
             out.setdefault(r["detector"], {}).setdefault(r["slice"], {})[f"{r['setting']}_{r['metric']}"] = {
-                "value": round(r["value"], 4), "ci": None if r["ci_low"] is None else [round(r["ci_low"], 4), round(r["ci_high"], 4)],
-                "n": r["n"]}
+                "value": round(r["value"], 4),
+                "ci": None if r["ci_low"] is None else [round(r["ci_low"], 4), round(r["ci_high"], 4)],
+                "n": r["n"],
+            }
     return out
 
 
-def run_eval_external(home: str | Path, fmt: str, path: str | Path, detectors: list[str] | None = None,
-                      profile: str | BuildConfig = "demo", dataset: str | None = None, limit: int | None = None,
-                      wait_s: float = 0.0, train_on: str | None = None) -> dict:
+def run_eval_external(
+    home: str | Path,
+    fmt: str,
+    path: str | Path,
+    detectors: list[str] | None = None,
+    profile: str | BuildConfig = "demo",
+    dataset: str | None = None,
+    limit: int | None = None,
+    wait_s: float = 0.0,
+    train_on: str | None = None,
+) -> dict:
     """train_on: FORMAT:PATH of a labelled set whose every row the learned detector also trains on
     (its content hash enters the detector's parameters, so the cached detections follow the files)."""
     home = Path(home).resolve()
@@ -103,8 +125,16 @@ def run_eval_external(home: str | Path, fmt: str, path: str | Path, detectors: l
         refs = external_flow(cfg, str(home), build_id, samples, stats)
         report = write_report(home, build_id, refs["report_index"])
     metrics = catalog.store.read(refs["metrics"])
-    return {"build_id": build_id, "format": fmt, "dataset": name, "dataset_version": samples.content_hash[:16],
-            "files_sha256": files_digest(Path(path).expanduser()), "samples": frame.height,
-            "splits": dict(frame.group_by("split").len().sort("split").iter_rows()),
-            "eval_id": metrics["eval_id"][0] if metrics.height else None, "report": str(report),
-            "tables": {n: f"{r.name}@{r.version}" for n, r in refs.items()}, "metrics": summarize(metrics)}
+    return {
+        "build_id": build_id,
+        "format": fmt,
+        "dataset": name,
+        "dataset_version": samples.content_hash[:16],
+        "files_sha256": files_digest(Path(path).expanduser()),
+        "samples": frame.height,
+        "splits": dict(frame.group_by("split").len().sort("split").iter_rows()),
+        "eval_id": metrics["eval_id"][0] if metrics.height else None,
+        "report": str(report),
+        "tables": {n: f"{r.name}@{r.version}" for n, r in refs.items()},
+        "metrics": summarize(metrics),
+    }

@@ -26,17 +26,34 @@ class Gated:
         return [r for r in self.results.values() if not r.ok]
 
 
-def gate_outputs(catalog: Catalog, step: str, outputs: Mapping[str, pl.DataFrame], inputs: Mapping[str, pl.DataFrame],
-                 rules: Mapping[str, tuple[Rule, ...]], build_id: str) -> Gated:
+def gate_outputs(
+    catalog: Catalog,
+    step: str,
+    outputs: Mapping[str, pl.DataFrame],
+    inputs: Mapping[str, pl.DataFrame],
+    rules: Mapping[str, tuple[Rule, ...]],
+    build_id: str,
+) -> Gated:
     """Conform and gate every output (neighbours: the step's inputs and sibling outputs); outcomes recorded."""
     gated = Gated(step)
     for name, frame in outputs.items():
         try:
             gated.tables[name] = CONTRACTS[name].conform(frame)
         except ContractError as exc:
-            gated.results[name] = GateResult(name, [{
-                "suite": f"{name}.contract", "expectation": "conforms_to_contract", "column_name": None,
-                "outcome": "failed", "unexpected_count": None, "sample": None, "detail": str(exc)}])
+            gated.results[name] = GateResult(
+                name,
+                [
+                    {
+                        "suite": f"{name}.contract",
+                        "expectation": "conforms_to_contract",
+                        "column_name": None,
+                        "outcome": "failed",
+                        "unexpected_count": None,
+                        "sample": None,
+                        "detail": str(exc),
+                    }
+                ],
+            )
     neighbours = {**inputs, **gated.tables}
     for name, frame in gated.tables.items():
         gated.results[name] = run_gate(name, frame, neighbours, tuple(rules.get(name, ())))
@@ -45,11 +62,15 @@ def gate_outputs(catalog: Catalog, step: str, outputs: Mapping[str, pl.DataFrame
     return gated
 
 
-def publish_gated(catalog: Catalog, gated: Gated, parents: list[TableRef], build_id: str,
-                  flow_run_id: str | None = None) -> dict[str, TableRef]:
+def publish_gated(
+    catalog: Catalog, gated: Gated, parents: list[TableRef], build_id: str, flow_run_id: str | None = None
+) -> dict[str, TableRef]:
     """Publish every gated table, or nothing (GateFailed) when one of them failed its gate."""
     if gated.failed:
         raise GateFailed(gated.failed[0], gated.step)
-    return {name: catalog.store.publish(name, frame, parents=parents, build_id=build_id, flow_run_id=flow_run_id,
-                                        stage=gated.step, gate="passed")
-            for name, frame in gated.tables.items()}
+    return {
+        name: catalog.store.publish(
+            name, frame, parents=parents, build_id=build_id, flow_run_id=flow_run_id, stage=gated.step, gate="passed"
+        )
+        for name, frame in gated.tables.items()
+    }

@@ -37,8 +37,11 @@ def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildC
         "config": cfg.section(stage.name),
         "reads": {name: cfg.section(name) for name in stage.reads},
         "seed": cfg.seed,
-        "roles": {r: role_key_material(r, cfg.roles[r].model_dump())
-                  for r in stage.roles_for(getattr(cfg, stage.name), cfg.roles) if r in cfg.roles},
+        "roles": {
+            r: role_key_material(r, cfg.roles[r].model_dump())
+            for r in stage.roles_for(getattr(cfg, stage.name), cfg.roles)
+            if r in cfg.roles
+        },
         "inputs": {name: ref.content_hash for name, ref in sorted(inputs.items())},
         "home": str(Path(home).resolve()),
     }
@@ -74,8 +77,9 @@ def stage_cache_key(context: TaskRunContext, parameters: dict) -> str:
     return f"{parameters['stage_name']}-{canonical_hash(material)[:32]}"
 
 
-def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig, home: str, build_id: str,
-                  flow_run_id: str | None = None) -> dict[str, TableRef]:
+def execute_stage(
+    stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig, home: str, build_id: str, flow_run_id: str | None = None
+) -> dict[str, TableRef]:
     """Run one stage end to end; publishes only if every output passes its gate."""
     stage = STAGES_BY_NAME[stage_name]
     started = time.perf_counter()
@@ -99,12 +103,16 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         summary = runtime.ledger.summary()
         failed = sum(r["failures"] for r in summary)
         if failed and stopped:
-            stage_warning(f"stage {stage.name}: {failed} of {sum(r['calls'] for r in summary)} LLM calls failed "
-                          "before the stage stopped (see llm_calls.error)")
+            stage_warning(
+                f"stage {stage.name}: {failed} of {sum(r['calls'] for r in summary)} LLM calls failed "
+                "before the stage stopped (see llm_calls.error)"
+            )
         elif failed:  # the stage went on without those outputs: a WARNING, so the console and the run's log show it
-            stage_warning(f"stage {stage.name}: {failed} of {sum(r['calls'] for r in summary)} LLM calls failed "
-                          "after retries and one repair (their items were dropped; see llm_calls.error; "
-                          "`finhallu build --retry-failed` sends them again)")
+            stage_warning(
+                f"stage {stage.name}: {failed} of {sum(r['calls'] for r in summary)} LLM calls failed "
+                "after retries and one repair (their items were dropped; see llm_calls.error; "
+                "`finhallu build --retry-failed` sends them again)"
+            )
         publish_llm_summary(stage.name, summary)
         llm_summary = summary
         if runtime.cache is not None:
@@ -114,9 +122,15 @@ def execute_stage(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig
         raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
 
     gated = gate_outputs(catalog, stage.name, {n: outputs[n] for n in stage.outputs}, frames, stage.rules, build_id)
-    publish_stage_summary(stage.name, frames, {n: gated.tables.get(n, outputs[n]) for n in stage.outputs},
-                          time.perf_counter() - started, {n: r.rows for n, r in gated.results.items()}, llm_summary,
-                          saved_stage_estimate(Path(home), cfg.hash(), stage.name))
+    publish_stage_summary(
+        stage.name,
+        frames,
+        {n: gated.tables.get(n, outputs[n]) for n in stage.outputs},
+        time.perf_counter() - started,
+        {n: r.rows for n, r in gated.results.items()},
+        llm_summary,
+        saved_stage_estimate(Path(home), cfg.hash(), stage.name),
+    )
     return publish_gated(catalog, gated, list(inputs.values()), build_id, flow_run_id)
 
 
@@ -148,10 +162,13 @@ def publish_llm_summary(stage: str, summary: list[dict]) -> None:
 
     failures = sum(r["failures"] for r in summary)
     cost = sum(r["cost_usd"] for r in summary)
-    create_table_artifact(key=f"llm-calls-{stage.replace('_', '-')}", table=summary,
-                          description=f"LLM calls of stage {stage}: {sum(r['calls'] for r in summary)} calls, "
-                                      f"{sum(r['cache_hits'] for r in summary)} cache hits, {failures} failed, "
-                                      f"${cost:.4f}")
+    create_table_artifact(
+        key=f"llm-calls-{stage.replace('_', '-')}",
+        table=summary,
+        description=f"LLM calls of stage {stage}: {sum(r['calls'] for r in summary)} calls, "
+        f"{sum(r['cache_hits'] for r in summary)} cache hits, {failures} failed, "
+        f"${cost:.4f}",
+    )
 
 
 @task(
@@ -166,4 +183,3 @@ def stage_task(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig, h
     from prefect.runtime import flow_run
 
     return execute_stage(stage_name, inputs, cfg, home, build_id, flow_run_id=str(flow_run.id) if flow_run.id else None)
-

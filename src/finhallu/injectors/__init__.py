@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 
 from finhallu.registry import Registry
 
+
 @dataclass
 class TurnView:
     turn: dict  # the faithful turn row
@@ -50,8 +51,19 @@ class TurnView:
         first = self.history[0]["standalone_query"] if self.history and "standalone_query" in self.history[0] else ""
         return f"{first} {self.turn.get('standalone_query') or ''}".strip()
 
-    _TURN_KEYS = ("turn_id", "turn_index", "kind", "response", "answerable", "answer", "clue_text", "standalone_query",
-                  "query", "seed_id", "gold_passage_id")
+    _TURN_KEYS = (
+        "turn_id",
+        "turn_index",
+        "kind",
+        "response",
+        "answerable",
+        "answer",
+        "clue_text",
+        "standalone_query",
+        "query",
+        "seed_id",
+        "gold_passage_id",
+    )
     _SEED_KEYS = ("seed_id", "passage_id", "question", "answer", "clue_text", "qa_kind")
 
     def payload(self) -> dict:
@@ -59,22 +71,40 @@ class TurnView:
         pick = lambda row, keys: {k: row.get(k) for k in keys}  # noqa: E731
         return {
             "turn": pick(self.turn, self._TURN_KEYS),
-            "history": [{"query": t["query"], "response": t["response"], "standalone_query": t.get("standalone_query")}
-                        for t in self.history],
-            "evidence": list(self.evidence), "gold_text": self.gold_text,
-            "other_context": [{"passage_id": p["passage_id"], "text": p["text"], "doc_id": p["doc_id"]}
-                              for p in self.other_context],
+            "history": [
+                {"query": t["query"], "response": t["response"], "standalone_query": t.get("standalone_query")}
+                for t in self.history
+            ],
+            "evidence": list(self.evidence),
+            "gold_text": self.gold_text,
+            "other_context": [
+                {"passage_id": p["passage_id"], "text": p["text"], "doc_id": p["doc_id"]} for p in self.other_context
+            ],
             "sibling_seeds": [pick(s, self._SEED_KEYS) for s in self.sibling_seeds],
-            "hard_negatives": list(self.hard_negatives), "seed": pick(self.seed, self._SEED_KEYS),
-            "doc_id": self.doc_id, "variant": self.variant, "lang": self.lang, "donors": self.donor_claims(),
+            "hard_negatives": list(self.hard_negatives),
+            "seed": pick(self.seed, self._SEED_KEYS),
+            "doc_id": self.doc_id,
+            "variant": self.variant,
+            "lang": self.lang,
+            "donors": self.donor_claims(),
         }
 
     @classmethod
     def from_payload(cls, p: dict) -> "TurnView":
-        return cls(turn=dict(p["turn"]), history=list(p["history"]), lang=p["lang"], evidence=list(p["evidence"]),
-                   gold_text=p["gold_text"], other_context=list(p["other_context"]), sibling_seeds=list(p["sibling_seeds"]),
-                   hard_negatives=list(p["hard_negatives"]), seed=dict(p["seed"]), doc_id=p["doc_id"],
-                   variant=p["variant"], donors=list(p.get("donors") or []))
+        return cls(
+            turn=dict(p["turn"]),
+            history=list(p["history"]),
+            lang=p["lang"],
+            evidence=list(p["evidence"]),
+            gold_text=p["gold_text"],
+            other_context=list(p["other_context"]),
+            sibling_seeds=list(p["sibling_seeds"]),
+            hard_negatives=list(p["hard_negatives"]),
+            seed=dict(p["seed"]),
+            doc_id=p["doc_id"],
+            variant=p["variant"],
+            donors=list(p.get("donors") or []),
+        )
 
 
 @dataclass
@@ -140,20 +170,31 @@ def leaf_key(hallu_type: str, subtype: str | None) -> str:
     return f"{hallu_type}/{subtype}" if subtype else hallu_type
 
 
-def register_type(name: str, prefers: Callable[[TurnView, str | None], float],
-                  applies: Callable[[TurnView], bool] = lambda view: True) -> TypeInjector:
+def register_type(
+    name: str, prefers: Callable[[TurnView, str | None], float], applies: Callable[[TurnView], bool] = lambda view: True
+) -> TypeInjector:
     """Register a hallucination type (one of taxonomy.HALLU_TYPES) with its turn choice."""
     return INJECTORS.add(name, TypeInjector(name, prefers, applies), prefers.__module__)
 
 
-def register_leaf(hallu_type: str, subtype: str | None, *, accept: Callable[[Any], tuple[bool, str]],
-                  names: Mapping[str, str], rationale: Mapping[str, str], instruction: Mapping[str, str],
-                  minimal_edit: bool = False):
+def register_leaf(
+    hallu_type: str,
+    subtype: str | None,
+    *,
+    accept: Callable[[Any], tuple[bool, str]],
+    names: Mapping[str, str],
+    rationale: Mapping[str, str],
+    instruction: Mapping[str, str],
+    minimal_edit: bool = False,
+):
     """Register the decorated `make(view, rng) -> Injected | None` as the maker of one taxonomy leaf."""
 
     def deco(fn):
-        LEAVES.add(leaf_key(hallu_type, subtype),
-                   Leaf(hallu_type, subtype, fn, accept, names, rationale, instruction, minimal_edit), fn.__module__)
+        LEAVES.add(
+            leaf_key(hallu_type, subtype),
+            Leaf(hallu_type, subtype, fn, accept, names, rationale, instruction, minimal_edit),
+            fn.__module__,
+        )
         return fn
 
     return deco

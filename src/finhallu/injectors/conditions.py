@@ -60,7 +60,7 @@ def _first_cond(clue: str, start: int, n_words: int) -> str:
 
 def _item(clue: str, s: NumberSpan, cond: str) -> Item:
     end = phrase_end(clue, s)
-    return Item(s, end, cond, clue[s.start:end])
+    return Item(s, end, cond, clue[s.start : end])
 
 
 def list_items(clue: str) -> list[list[Item]]:
@@ -71,7 +71,7 @@ def list_items(clue: str) -> list[list[Item]]:
         same = [s for s in nums if _unit(s) == unit and not (unit == "년" or (not unit and 1900 <= s.value <= 2100))]
         run: list[Item] = []
         for prev, cur in zip([None] + same[:-1], same):
-            m = _LINK.match(clue[phrase_end(clue, prev):cur.start]) if prev is not None else None
+            m = _LINK.match(clue[phrase_end(clue, prev) : cur.start]) if prev is not None else None
             cond = m.group("cond").strip() if m else ""
             if m and len(cond.split()) <= _MAX_COND_WORDS and not any(n.unit for n in find_numbers(cond)):
                 if not run:
@@ -115,7 +115,7 @@ def table_items(clue: str, passage: str | None) -> list[list[Item]]:
         s = nums[0]
         span = NumberSpan(start + s.start, start + s.end, s.raw, s.value, s.unit, start + s.number_end)
         item = _item(clue, span, header[k])
-        if clue[item.end:pos].strip() or clue[start:span.start].strip():  # "80%(수도권 70%)": no clean value cell
+        if clue[item.end : pos].strip() or clue[start : span.start].strip():  # "80%(수도권 70%)": no clean value cell
             continue
         items.append(item)
     return [items] if len(items) >= 2 and len({_unit(i.span) for i in items}) == 1 else []
@@ -151,7 +151,7 @@ def standalone(text: str, key: str) -> list[int]:
     """Starts of `key` as a word of its own (not inside "비은행권" when looking for "은행권")."""
     out = []
     for m in re.finditer(re.escape(key), text):
-        before = text[m.start() - 1:m.start()] if m.start() else ""
+        before = text[m.start() - 1 : m.start()] if m.start() else ""
         if not re.match(r"[가-힣A-Za-z0-9]", before):
             out.append(m.start())
     return out

@@ -32,7 +32,7 @@ def number_error(view: TurnView, rng: random.Random) -> Injected | None:
     for span in spans:
         new = change_number(resp, span, ev_keys | number_keys(view.history_text), rng)
         if new:
-            new_span = new[span.start:span.start + len(new) - len(resp) + len(span.raw)]
+            new_span = new[span.start : span.start + len(new) - len(resp) + len(span.raw)]
             return Injected("number_error", new, f"{span.raw} -> {new_span}")
     return None
 
@@ -46,7 +46,7 @@ def _supported(evidence: str, text: str, start: int, end: int) -> bool:
         lo = i + len(sent)
         if not i <= start < lo:
             continue
-        body = next((sent[len(o):] for o in OPENERS.get("ko", []) + OPENERS.get("en", []) if o and sent.startswith(o)), sent)
+        body = next((sent[len(o) :] for o in OPENERS.get("ko", []) + OPENERS.get("en", []) if o and sent.startswith(o)), sent)
         if contains_normalized(evidence, body):
             return True
         a = max(sent.rfind(",", 0, start - i), sent.rfind(";", 0, start - i)) + 1
@@ -61,8 +61,7 @@ def _swap(view: TurnView, lexicon: dict, subtype: str) -> Injected | None:
     state (else it is no contradiction) and that reads well (see edits.swap_first)."""
     resp = view.turn["response"]
     evidence = "\n".join(view.evidence)
-    out = swap_first(resp, lexicon[view.lang], view.lang,
-                     accept=lambda new, a, b: not _supported(evidence, new, a, b))
+    out = swap_first(resp, lexicon[view.lang], view.lang, accept=lambda new, a, b: not _supported(evidence, new, a, b))
     if not out:
         return None
     new, old, repl = out
@@ -96,8 +95,9 @@ def _restated(view: TurnView) -> int:
     """How many of the response's numbers and lexicon terms the assistant already stated."""
     said = "\n".join(t["response"] for t in view.history)
     resp = view.turn["response"]
-    return len(number_keys(resp) & number_keys(said)) + sum(1 for a, _ in TERMS[view.lang] + MODIFIERS[view.lang]
-                                                            if a in resp and a in said)
+    return len(number_keys(resp) & number_keys(said)) + sum(
+        1 for a, _ in TERMS[view.lang] + MODIFIERS[view.lang] if a in resp and a in said
+    )
 
 
 def _prefers(view: TurnView, subtype: str | None = None) -> float:
@@ -131,10 +131,13 @@ def _accept_term_swap(p: Proposal) -> tuple[bool, str]:
 def _accept_inconsistency(p: Proposal) -> tuple[bool, str]:
     hist_keys = number_keys(p.history)
     changed_from_history = bool(p.removed_keys & hist_keys)
-    flipped = any(a.lower() in p.history.lower() for old, _ in p.wide_diff for a, b in TERM_SET | MODIFIER_SET
-                  if a.lower() in old.lower()) and pair_in(p.diff, TERM_SET | MODIFIER_SET, p.wide_diff)
-    return ((bool(p.added_keys) and not (p.added_keys & hist_keys) and changed_from_history) or flipped,
-            "restates an earlier statement differently")
+    flipped = any(
+        a.lower() in p.history.lower() for old, _ in p.wide_diff for a, b in TERM_SET | MODIFIER_SET if a.lower() in old.lower()
+    ) and pair_in(p.diff, TERM_SET | MODIFIER_SET, p.wide_diff)
+    return (
+        (bool(p.added_keys) and not (p.added_keys & hist_keys) and changed_from_history) or flipped,
+        "restates an earlier statement differently",
+    )
 
 
 def _accept_entity_error(p: Proposal) -> tuple[bool, str]:
@@ -147,42 +150,82 @@ def _accept_entity_error(p: Proposal) -> tuple[bool, str]:
 
 
 # ---- the leaves ----------------------------------------------------------------------------------------
-register_leaf("contradictory", "number_error", accept=_accept_number_error, minimal_edit=True,
-              names={"en": "Number Error", "ko": "수치 오류"},
-              rationale={"ko": "2) 주장: 응답의 '{new}'는 문서에 적힌 '{old}'와 다른 수치입니다.",
-                         "en": "2) Claims: the response's '{new}' differs from the '{old}' the passage states."},
-              instruction={"ko": "근거에 있는 수치·단위·기간 하나를 근거 어디에도 없는 그럴듯한 값으로 바꾸기",
-                           "en": "change one number, unit or period taken from the evidence to a plausible wrong value "
-                                 "that appears nowhere in the evidence"})(number_error)
-register_leaf("contradictory", "modifier_change", accept=_accept_modifier_change, minimal_edit=True,
-              names={"en": "Modifier Change", "ko": "수식어 변경"},
-              rationale={"ko": "2) 주장: 응답은 문서의 '{old}'를 '{new}'(으)로 뒤집어 말합니다.",
-                         "en": "2) Claims: the response flips the passage's '{old}' into '{new}'."},
-              instruction={"ko": "이상↔미만, 증가↔감소, 만↔도 같은 수식어 하나를 반대로 바꾸기",
-                           "en": "flip one modifier (increased/decreased, at least/less than, only/also, ...)"},
-              )(lambda v, rng: _swap(v, MODIFIERS, "modifier_change"))
-register_leaf("contradictory", "financial_term_misunderstanding", accept=_accept_term_swap, minimal_edit=True,
-              names={"en": "Financial Term Misunderstanding", "ko": "금융 용어 오해"},
-              rationale={"ko": "2) 주장: 응답은 '{old}'를 '{new}'(으)로 혼동했습니다.",
-                         "en": "2) Claims: the response confuses '{old}' with '{new}'."},
-              instruction={"ko": "전세↔월세, 영업이익↔당기순이익, 원금↔이자, 예금자보호 한도↔보장 대상처럼 혼동하기 쉬운 금융 "
-                                 "용어 하나를 바꾸기",
-                           "en": "swap one financial term for one it is easily confused with (net income/operating "
-                                 "income, principal/interest, deposits/loans, ...)"},
-              )(lambda v, rng: _swap(v, TERMS, "financial_term_misunderstanding"))
-register_leaf("contradictory", "inconsistency", accept=_accept_inconsistency, minimal_edit=True,
-              names={"en": "Inconsistency", "ko": "대화 내 불일치"},
-              rationale={"ko": "2) 주장: 응답의 '{new}'는 앞선 대화에서 말한 '{old}'와 어긋납니다.",
-                         "en": "2) Claims: the response's '{new}' contradicts the '{old}' stated earlier in the dialogue."},
-              instruction={"ko": "어시스턴트가 앞 턴에서 한 말을 어긋나게 다시 말하기",
-                           "en": "restate something the assistant said in an earlier turn so that it contradicts it"},
-              )(inconsistency)
+register_leaf(
+    "contradictory",
+    "number_error",
+    accept=_accept_number_error,
+    minimal_edit=True,
+    names={"en": "Number Error", "ko": "수치 오류"},
+    rationale={
+        "ko": "2) 주장: 응답의 '{new}'는 문서에 적힌 '{old}'와 다른 수치입니다.",
+        "en": "2) Claims: the response's '{new}' differs from the '{old}' the passage states.",
+    },
+    instruction={
+        "ko": "근거에 있는 수치·단위·기간 하나를 근거 어디에도 없는 그럴듯한 값으로 바꾸기",
+        "en": "change one number, unit or period taken from the evidence to a plausible wrong value "
+        "that appears nowhere in the evidence",
+    },
+)(number_error)
+register_leaf(
+    "contradictory",
+    "modifier_change",
+    accept=_accept_modifier_change,
+    minimal_edit=True,
+    names={"en": "Modifier Change", "ko": "수식어 변경"},
+    rationale={
+        "ko": "2) 주장: 응답은 문서의 '{old}'를 '{new}'(으)로 뒤집어 말합니다.",
+        "en": "2) Claims: the response flips the passage's '{old}' into '{new}'.",
+    },
+    instruction={
+        "ko": "이상↔미만, 증가↔감소, 만↔도 같은 수식어 하나를 반대로 바꾸기",
+        "en": "flip one modifier (increased/decreased, at least/less than, only/also, ...)",
+    },
+)(lambda v, rng: _swap(v, MODIFIERS, "modifier_change"))
+register_leaf(
+    "contradictory",
+    "financial_term_misunderstanding",
+    accept=_accept_term_swap,
+    minimal_edit=True,
+    names={"en": "Financial Term Misunderstanding", "ko": "금융 용어 오해"},
+    rationale={
+        "ko": "2) 주장: 응답은 '{old}'를 '{new}'(으)로 혼동했습니다.",
+        "en": "2) Claims: the response confuses '{old}' with '{new}'.",
+    },
+    instruction={
+        "ko": "전세↔월세, 영업이익↔당기순이익, 원금↔이자, 예금자보호 한도↔보장 대상처럼 혼동하기 쉬운 금융 용어 하나를 바꾸기",
+        "en": "swap one financial term for one it is easily confused with (net income/operating "
+        "income, principal/interest, deposits/loans, ...)",
+    },
+)(lambda v, rng: _swap(v, TERMS, "financial_term_misunderstanding"))
+register_leaf(
+    "contradictory",
+    "inconsistency",
+    accept=_accept_inconsistency,
+    minimal_edit=True,
+    names={"en": "Inconsistency", "ko": "대화 내 불일치"},
+    rationale={
+        "ko": "2) 주장: 응답의 '{new}'는 앞선 대화에서 말한 '{old}'와 어긋납니다.",
+        "en": "2) Claims: the response's '{new}' contradicts the '{old}' stated earlier in the dialogue.",
+    },
+    instruction={
+        "ko": "어시스턴트가 앞 턴에서 한 말을 어긋나게 다시 말하기",
+        "en": "restate something the assistant said in an earlier turn so that it contradicts it",
+    },
+)(inconsistency)
 # direct use (tests, feasibility): embedding-space replacement, uniform selection; the inject stage calls
 # entities.perturb with the configured strategy and selection itself
-register_leaf("contradictory", "entity_error", accept=_accept_entity_error, minimal_edit=True,
-              names={"en": "Entity Error", "ko": "개체 오류"},
-              rationale={"ko": "2) 주장: 응답은 '{old}' 대신 '{new}'를 말하지만 문서에는 '{old}'로 되어 있습니다.",
-                         "en": "2) Claims: the response names '{new}' where the passage says '{old}'."},
-              instruction={"ko": "문서의 기관·상품·용어 하나를 같은 종류의 다른 것으로 바꾸기",
-                           "en": "replace one organisation, product or term with another of the same type"},
-              )(lambda v, rng: entities.perturb(v, rng))
+register_leaf(
+    "contradictory",
+    "entity_error",
+    accept=_accept_entity_error,
+    minimal_edit=True,
+    names={"en": "Entity Error", "ko": "개체 오류"},
+    rationale={
+        "ko": "2) 주장: 응답은 '{old}' 대신 '{new}'를 말하지만 문서에는 '{old}'로 되어 있습니다.",
+        "en": "2) Claims: the response names '{new}' where the passage says '{old}'.",
+    },
+    instruction={
+        "ko": "문서의 기관·상품·용어 하나를 같은 종류의 다른 것으로 바꾸기",
+        "en": "replace one organisation, product or term with another of the same type",
+    },
+)(lambda v, rng: entities.perturb(v, rng))

@@ -69,31 +69,48 @@ def perturb_token(token: str, unit: str, rng: random.Random, move: tuple[str, De
 
 
 def number_token(text: str, span: NumberSpan) -> str | None:
-    m = _NUM_TOKEN.search(text[span.start:span.number_end])
+    m = _NUM_TOKEN.search(text[span.start : span.number_end])
     return m.group(0) if m else None
 
 
-def change_number(text: str, span: NumberSpan, forbidden: set[str], rng: random.Random, tries: int = 8,
-                  move: tuple[str, Decimal] | None = None) -> str | None:
+def change_number(
+    text: str, span: NumberSpan, forbidden: set[str], rng: random.Random, tries: int = 8, move: tuple[str, Decimal] | None = None
+) -> str | None:
     """Replace the first numeric token of span with a value whose key is not in `forbidden`."""
-    raw = text[span.start:span.number_end]
+    raw = text[span.start : span.number_end]
     m = _NUM_TOKEN.search(raw)
     if not m:
         return None
     for _ in range(tries):
         new_tok = perturb_token(m.group(0), span.unit, rng, move)
-        new_raw = raw[: m.start()] + new_tok + raw[m.end():]
-        candidate = text[: span.start] + new_raw + text[span.number_end:]
-        new_keys = number_keys(candidate[span.start:span.start + len(new_raw) + (span.end - span.number_end)])
-        if new_keys and not (new_keys & forbidden) and not impossible_date(candidate, text) \
-                and not malformed_numeral(candidate, text):
+        new_raw = raw[: m.start()] + new_tok + raw[m.end() :]
+        candidate = text[: span.start] + new_raw + text[span.number_end :]
+        new_keys = number_keys(candidate[span.start : span.start + len(new_raw) + (span.end - span.number_end)])
+        if (
+            new_keys
+            and not (new_keys & forbidden)
+            and not impossible_date(candidate, text)
+            and not malformed_numeral(candidate, text)
+        ):
             return candidate
     return None
 
 
 _DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_EN_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-              "november", "december")
+_EN_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _KO_DATE = re.compile(r"(?:(\d{4})\s?년\s?)?(?<![\d.,])(\d{1,2})\s?월\s?(\d{1,2})\s?일")
 _KO_MONTH = re.compile(r"(?<![\d.,])(\d{1,3})\s?월(?!\s?(?:세|급|간|말|초|분))")
 _EN_DATE = re.compile(r"\b(" + "|".join(_EN_MONTHS) + r")\s+(\d{1,2})\b", re.IGNORECASE)
@@ -107,11 +124,13 @@ def _day_ok(year: int | None, month: int, day: int) -> bool:
 
 
 def _bad_dates(text: str) -> int:
-    bad = sum(not _day_ok(int(m.group(1)) if m.group(1) else None, int(m.group(2)), int(m.group(3)))
-              for m in _KO_DATE.finditer(text))
+    bad = sum(
+        not _day_ok(int(m.group(1)) if m.group(1) else None, int(m.group(2)), int(m.group(3))) for m in _KO_DATE.finditer(text)
+    )
     bad += sum(not 1 <= int(m.group(1)) <= 12 for m in _KO_MONTH.finditer(text))
-    return bad + sum(not _day_ok(None, _EN_MONTHS.index(m.group(1).lower()) + 1, int(m.group(2)))
-                     for m in _EN_DATE.finditer(text))
+    return bad + sum(
+        not _day_ok(None, _EN_MONTHS.index(m.group(1).lower()) + 1, int(m.group(2))) for m in _EN_DATE.finditer(text)
+    )
 
 
 def impossible_date(text: str, original: str = "") -> bool:
@@ -134,8 +153,16 @@ def malformed_numeral(text: str, original: str = "") -> bool:
 # 초과 is a 하다 verb (초과하면); 이하/이상/미만 are nouns that take the copula (이하이면): the conjugation is
 # rewritten with the swap, and an object particle before it dropped ("1억 원을 초과하면" -> "1억 원 이하이면").
 _BOUND_NOUNS = ("이하", "이상", "미만")
-_HADA_TO_COPULA = [("하더라도", "이더라도"), ("하거나", "이거나"), ("합니다", "입니다"), ("하면", "이면"), ("하는", "인"),
-                   ("하고", "이고"), ("한", "인"), ("할", "일")]
+_HADA_TO_COPULA = [
+    ("하더라도", "이더라도"),
+    ("하거나", "이거나"),
+    ("합니다", "입니다"),
+    ("하면", "이면"),
+    ("하는", "인"),
+    ("하고", "이고"),
+    ("한", "인"),
+    ("할", "일"),
+]
 _HADA = re.compile(r"^(?:하|한|할|함|합|해|했|햇)")
 
 
@@ -151,15 +178,15 @@ def _conjugate(text: str, start: int, end: int, old: str, repl: str) -> tuple[st
         return None
     m = re.search(r"([가-힣0-9%])(을|를) $", before)
     if m:
-        before = before[:m.end(1)] + " "
-    return before, ending[1] + rest[len(ending[0]):]
+        before = before[: m.end(1)] + " "
+    return before, ending[1] + rest[len(ending[0]) :]
 
 
 def duplicated_by_edit(text: str, start: int, end: int, window: int = 12) -> bool:
     """The swapped-in word also stands right beside the edit ("전세나 월세" -> "월세나 월세",
     "순증가(감소)" -> "순증가(증가)"): a duplicated span, still true and broken."""
     word = text[start:end].lower()
-    near = (text[max(0, start - window):start] + " " + text[end:end + window]).lower()
+    near = (text[max(0, start - window) : start] + " " + text[end : end + window]).lower()
     return bool(word.strip()) and word in near
 
 
@@ -171,7 +198,7 @@ def _candidates(text: str, pairs: list[tuple[str, str]], lang: str, skip: set[st
         pattern = (r"\b" + re.escape(old) + r"\b") if lang == "en" else re.escape(old)
         for m in re.finditer(pattern, text, re.IGNORECASE if lang == "en" else 0):
             # Korean: never split a longer word (가능 inside 불가능)
-            if lang == "ko" and old == "가능" and text[max(0, m.start() - 1):m.start()] == "불":
+            if lang == "ko" and old == "가능" and text[max(0, m.start() - 1) : m.start()] == "불":
                 continue
             found.append((m, old, new))
     taken: set[int] = set()
@@ -181,17 +208,22 @@ def _candidates(text: str, pairs: list[tuple[str, str]], lang: str, skip: set[st
             yield m, old, new
 
 
-def swap_first(text: str, pairs: list[tuple[str, str]], lang: str, skip: set[str] | None = None,
-               accept: Callable[[str, int, int], bool] | None = None) -> tuple[str, str, str] | None:
+def swap_first(
+    text: str,
+    pairs: list[tuple[str, str]],
+    lang: str,
+    skip: set[str] | None = None,
+    accept: Callable[[str, int, int], bool] | None = None,
+) -> tuple[str, str, str] | None:
     """Swap the first lexicon entry found in text whose swap reads well (no duplicated span, a
     conjugation that fits) and that `accept(new_text, start, end)` takes; returns (new_text, old, new)."""
     for m, old, new in _candidates(text, pairs, lang, skip):
         repl = new if lang == "ko" or not m.group(0)[0].isupper() else new[0].upper() + new[1:]
-        fitted = _conjugate(text, m.start(), m.end(), old, repl) if lang == "ko" else (text[:m.start()], text[m.end():])
+        fitted = _conjugate(text, m.start(), m.end(), old, repl) if lang == "ko" else (text[: m.start()], text[m.end() :])
         if fitted is None:
             continue
         before, rest = fitted
-        if lang == "ko" and rest == text[m.end():]:
+        if lang == "ko" and rest == text[m.end() :]:
             rest = fix_particle(repl, rest)
         out = before + repl + rest
         start, end = len(before), len(before) + len(repl)

@@ -39,23 +39,126 @@ from finhallu.text.words import is_particle
 ORG, PRODUCT, TERM = "organisation", "product", "term"
 # Head nouns that type a Korean compound; organisations first ("예금보험공사" is an organisation).
 _KO_HEADS = [
-    (ORG, ("은행", "공사", "공단", "감독원", "위원회", "협회", "재단", "진흥원", "중앙회", "금고", "보증기금", "거래소",
-           "금융지주", "카드사", "보험사", "증권사", "캐피탈", "소비자원", "공제회", "조합")),
+    (
+        ORG,
+        (
+            "은행",
+            "공사",
+            "공단",
+            "감독원",
+            "위원회",
+            "협회",
+            "재단",
+            "진흥원",
+            "중앙회",
+            "금고",
+            "보증기금",
+            "거래소",
+            "금융지주",
+            "카드사",
+            "보험사",
+            "증권사",
+            "캐피탈",
+            "소비자원",
+            "공제회",
+            "조합",
+        ),
+    ),
     (PRODUCT, ("예금", "적금", "대출", "보험", "카드", "펀드", "연금", "채권", "계좌", "통장", "신탁", "보증", "리볼빙")),
-    (TERM, ("금리", "이율", "수수료", "한도", "비율", "공제", "세율", "이자", "환급금", "보험료", "보험금", "수익률", "지수",
-            "원금", "충당금", "자본비율", "보증금", "부채", "자산")),
+    (
+        TERM,
+        (
+            "금리",
+            "이율",
+            "수수료",
+            "한도",
+            "비율",
+            "공제",
+            "세율",
+            "이자",
+            "환급금",
+            "보험료",
+            "보험금",
+            "수익률",
+            "지수",
+            "원금",
+            "충당금",
+            "자본비율",
+            "보증금",
+            "부채",
+            "자산",
+        ),
+    ),
 ]
 _EN_PATTERNS = [
-    (ORG, re.compile(r"\b(?:[A-Z][A-Za-z&\-]*\s){1,4}(?:Bank|Bancorp|Financial|Trust|Holdings|Group|Association|"
-                     r"Commission|Reserve|Corporation|Company|Bureau|Agency)\b(?!\s[A-Z])")),
-    (PRODUCT, re.compile(r"\b(?:[a-z][a-z\-]+\s){1,2}(?:loans|deposits|mortgages|securities|notes|bonds|cards|accounts|leases)\b")),
-    (TERM, re.compile(r"\b(?:[a-z][a-z\-]+\s){1,2}(?:income|expense|ratio|margin|assets|liabilities|capital|charge-offs|"
-                      r"equity|revenue)\b")),
+    (
+        ORG,
+        re.compile(
+            r"\b(?:[A-Z][A-Za-z&\-]*\s){1,4}(?:Bank|Bancorp|Financial|Trust|Holdings|Group|Association|"
+            r"Commission|Reserve|Corporation|Company|Bureau|Agency)\b(?!\s[A-Z])"
+        ),
+    ),
+    (
+        PRODUCT,
+        re.compile(r"\b(?:[a-z][a-z\-]+\s){1,2}(?:loans|deposits|mortgages|securities|notes|bonds|cards|accounts|leases)\b"),
+    ),
+    (
+        TERM,
+        re.compile(
+            r"\b(?:[a-z][a-z\-]+\s){1,2}(?:income|expense|ratio|margin|assets|liabilities|capital|charge-offs|"
+            r"equity|revenue)\b"
+        ),
+    ),
 ]
-_EN_DROP = {"the", "a", "an", "of", "our", "its", "their", "and", "or", "total", "for", "in", "on", "to", "by", "with",
-            "as", "from", "before", "after", "at", "per", "than", "into", "over", "under", "other", "compete", "chief",
-            "accompanying", "consolidated", "estimated", "such", "these", "those", "which", "that", "this", "is", "are",
-            "maintain", "sell", "whose", "less", "higher", "lower", "related"}
+_EN_DROP = {
+    "the",
+    "a",
+    "an",
+    "of",
+    "our",
+    "its",
+    "their",
+    "and",
+    "or",
+    "total",
+    "for",
+    "in",
+    "on",
+    "to",
+    "by",
+    "with",
+    "as",
+    "from",
+    "before",
+    "after",
+    "at",
+    "per",
+    "than",
+    "into",
+    "over",
+    "under",
+    "other",
+    "compete",
+    "chief",
+    "accompanying",
+    "consolidated",
+    "estimated",
+    "such",
+    "these",
+    "those",
+    "which",
+    "that",
+    "this",
+    "is",
+    "are",
+    "maintain",
+    "sell",
+    "whose",
+    "less",
+    "higher",
+    "lower",
+    "related",
+}
 POSITION_SEGMENTS = (("head", 0.0, 0.25), ("body", 0.25, 0.75), ("tail", 0.75, 1.0))
 
 
@@ -132,8 +235,9 @@ class EntityInventory:
 
             embedder = embedder_class("hashing")(dim=1024, ngrams=[2, 3], version=2)
         vectors = embedder.encode(names) if names else np.zeros((0, 1), np.float32)
-        return cls(lang, names, [entity_type(n, lang) for n in names], vectors, {n: i for i, n in enumerate(names)},
-                   embedder.encode)
+        return cls(
+            lang, names, [entity_type(n, lang) for n in names], vectors, {n: i for i, n in enumerate(names)}, embedder.encode
+        )
 
     def in_response(self, text: str) -> list[tuple[str, int, int]]:
         return [m for m in mentions(text, self.lang) if m[0] in self.index]
@@ -145,8 +249,9 @@ class EntityInventory:
     def nearest_with_noise(self, name: str, rng: random.Random, sigma: float, exclude: set[str]) -> str | None:
         """Gaussian noise (norm ~ sigma) on the entity's unit vector; the nearest other same-type entity."""
         i = self.index[name]
-        cands = [j for j, (n, t) in enumerate(zip(self.names, self.types)) if t == self.types[i] and n != name
-                 and n not in exclude]
+        cands = [
+            j for j, (n, t) in enumerate(zip(self.names, self.types)) if t == self.types[i] and n != name and n not in exclude
+        ]
         if not cands:
             return None
         dim = self.vectors.shape[1]
@@ -163,8 +268,9 @@ class EntityInventory:
         return [float(self.vectors[self.index[n]] @ theme) for n in names]
 
 
-def select_mention(view: TurnView, found: list[tuple[str, int, int]], selection: str,
-                   rng: random.Random) -> tuple[tuple[str, int, int], str]:
+def select_mention(
+    view: TurnView, found: list[tuple[str, int, int]], selection: str, rng: random.Random
+) -> tuple[tuple[str, int, int], str]:
     """The mention to perturb and a label of how it was chosen."""
     if selection == "theme":
         sims = view.entities.similarity([m[0] for m in found], view.theme)
@@ -194,22 +300,31 @@ def _replace_at(text: str, start: int, end: int, new: str, lang: str) -> str:
 
 
 @operation("perturb_entity", EntityOut)
-def perturb_entity(response: str, entity: str, entity_type: str, start: int, candidates: list[str], lang: str,
-                   rng_seed: int) -> EntityOut:
+def perturb_entity(
+    response: str, entity: str, entity_type: str, start: int, candidates: list[str], lang: str, rng_seed: int
+) -> EntityOut:
     """Instructed replacement (rules backend): a same-type candidate sharing the entity's head noun
     (a plausible confusion: 주택도시보증공사 -> 한국주택금융공사), else any candidate."""
     rng = random.Random(rng_seed)
     head = entity.split()[-1] if lang == "en" else entity[-2:]
-    pool = [c for c in candidates if c != entity and (c.split()[-1] if lang == "en" else c[-2:]) == head] or \
-           [c for c in candidates if c != entity]
-    if not pool or response[start:start + len(entity)] != entity:
+    pool = [c for c in candidates if c != entity and (c.split()[-1] if lang == "en" else c[-2:]) == head] or [
+        c for c in candidates if c != entity
+    ]
+    if not pool or response[start : start + len(entity)] != entity:
         return EntityOut(response="")
     new = rng.choice(sorted(pool))
     return EntityOut(response=_replace_at(response, start, start + len(entity), new, lang), replacement=new)
 
 
-def perturb(view: TurnView, rng: random.Random, strategy: str = "embedding", selection: str = "uniform",
-            sigma: float = 0.5, instruct: Callable[..., EntityOut] | None = None, max_candidates: int = 12) -> Injected | None:
+def perturb(
+    view: TurnView,
+    rng: random.Random,
+    strategy: str = "embedding",
+    selection: str = "uniform",
+    sigma: float = 0.5,
+    instruct: Callable[..., EntityOut] | None = None,
+    max_candidates: int = 12,
+) -> Injected | None:
     """One entity of the response swapped for another of its type; None when the turn names no
     inventory entity or no replacement makes the statement unsupported by the evidence."""
     inv: EntityInventory | None = view.entities
@@ -225,9 +340,15 @@ def perturb(view: TurnView, rng: random.Random, strategy: str = "embedding", sel
     if strategy == "instructed":
         cands = [c for c in inv.same_type(name) if c not in in_response]
         cands = sorted(cands, key=lambda c: rng.random())[:max_candidates]
-        out = (instruct or perturb_entity)(response=resp, entity=name, entity_type=inv.types[inv.index[name]],
-                                           start=start, candidates=sorted(cands), lang=view.lang,
-                                           rng_seed=rng.randrange(2**31))
+        out = (instruct or perturb_entity)(
+            response=resp,
+            entity=name,
+            entity_type=inv.types[inv.index[name]],
+            start=start,
+            candidates=sorted(cands),
+            lang=view.lang,
+            rng_seed=rng.randrange(2**31),
+        )
         if out is None:  # the call failed for good (recorded in llm_calls)
             return None
         new_resp, new = out.response, out.replacement

@@ -34,16 +34,21 @@ from finhallu.text.words import content_words, particle
 DONORS_PER_TURN = 12
 _LENGTH = {"ko": (18, 140), "en": (40, 240)}
 # Openers that point back at a sentence the donor no longer follows: dropped ("이후 ..." -> "...").
-_KO_LEAD = re.compile(r"^(이후|또한|다만|한편|반면|그러나|하지만|이에 따라|이와 함께|이와 별도로|특히|아울러|따라서|그리고|이어|"
-                      r"그 결과|이 밖에|이밖에|그럼에도|나아가)\s*,?\s*")
-_EN_LEAD = re.compile(r"^(However|In addition|Additionally|Also|As a result|Accordingly|Further|Furthermore|Moreover|"
-                      r"Similarly|In contrast|By contrast|Consequently|Therefore|Thus|Finally|Meanwhile|Overall),\s+")
+_KO_LEAD = re.compile(
+    r"^(이후|또한|다만|한편|반면|그러나|하지만|이에 따라|이와 함께|이와 별도로|특히|아울러|따라서|그리고|이어|"
+    r"그 결과|이 밖에|이밖에|그럼에도|나아가)\s*,?\s*"
+)
+_EN_LEAD = re.compile(
+    r"^(However|In addition|Additionally|Also|As a result|Accordingly|Further|Furthermore|Moreover|"
+    r"Similarly|In contrast|By contrast|Consequently|Therefore|Thus|Finally|Meanwhile|Overall),\s+"
+)
 # Sentences that lean on the one before ("이는 ...", "This ...") cannot stand alone elsewhere.
-_DEPENDENT = re.compile(r"^(이는|이러한|이런|이에|이를|이와|그|해당|위의|아래|다음|상기|동|This|These|That|Those|It|Such|"
-                        r"The following|See|Refer)\b")
+_DEPENDENT = re.compile(
+    r"^(이는|이러한|이런|이에|이를|이와|그|해당|위의|아래|다음|상기|동|This|These|That|Those|It|Such|"
+    r"The following|See|Refer)\b"
+)
 # Numbers that name rather than measure: form and item numbers, fiscal-term labels, "COVID-19".
-_NAMING = re.compile(r"(Item|Section|Rule|Note|Form|Part|Schedule|Exhibit|Article|Regulation|Basel|Act of|제)\s?$",
-                     re.IGNORECASE)
+_NAMING = re.compile(r"(Item|Section|Rule|Note|Form|Part|Schedule|Exhibit|Article|Regulation|Basel|Act of|제)\s?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -94,10 +99,10 @@ def _variable_spans(sentence: str) -> list:
     """The number spans of a sentence that measure something (a name's number stays put)."""
     out = []
     for span in find_numbers(sentence):
-        before, after = sentence[:span.start], sentence[span.end:span.end + 1]
+        before, after = sentence[: span.start], sentence[span.end : span.end + 1]
         if _NAMING.search(before) or re.match(r"[A-Za-z\-(]", after) or re.search(r"[A-Za-z\-]$", before):
             continue
-        if re.match(r"\s?기", sentence[span.end:span.end + 2]):  # 제12기, 12기: a fiscal term's label
+        if re.match(r"\s?기", sentence[span.end : span.end + 2]):  # 제12기, 12기: a fiscal term's label
             continue
         out.append(span)
     return out
@@ -158,8 +163,16 @@ def inventories(passages, splits: list[str]) -> dict[tuple[str, str, str], Claim
 
 def _topic_words(view) -> frozenset[str]:
     t = view.turn
-    return _words(" ".join([t.get("standalone_query") or "", t.get("query") or "", t.get("response") or "",
-                            topic_of(t.get("standalone_query") or t.get("query") or "", view.lang)]))
+    return _words(
+        " ".join(
+            [
+                t.get("standalone_query") or "",
+                t.get("query") or "",
+                t.get("response") or "",
+                topic_of(t.get("standalone_query") or t.get("query") or "", view.lang),
+            ]
+        )
+    )
 
 
 def _tie(text: str, salt: str) -> int:
@@ -196,15 +209,40 @@ def _restatement_checker(view):
 
 # ---- turning a donor into a fabricated detail ----------------------------------------------------
 
+
 def _sources(view) -> str:
     t = view.turn
-    return "\n".join(view.evidence + [view.history_text, t.get("query") or "", t.get("standalone_query") or "",
-                                      t.get("response") or ""])
+    return "\n".join(
+        view.evidence + [view.history_text, t.get("query") or "", t.get("standalone_query") or "", t.get("response") or ""]
+    )
 
 
-_EN_GENERIC = {"January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-               "November", "December", "Company", "Bank", "Federal", "Reserve", "Board", "Treasury", "Tier", "Common",
-               "Equity", "We", "Our", "The"}
+_EN_GENERIC = {
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+    "Company",
+    "Bank",
+    "Federal",
+    "Reserve",
+    "Board",
+    "Treasury",
+    "Tier",
+    "Common",
+    "Equity",
+    "We",
+    "Our",
+    "The",
+}
 
 
 def _names_ok(sentence: str, view, lang: str) -> bool:
@@ -287,25 +325,59 @@ def fabricated_detail(view, donors: list[str], rng: random.Random) -> str | None
 # figure. The figure is one of the evidence's own quantities (unit and grain kept) with a new value.
 _KO_WHEN = ["{y}년 {m}월부터 ", "{y}년 하반기부터 ", "올해 {m}월 이후 ", "지난 {m}월부터 ", "{y}년 상반기 중 ", "", ""]
 _KO_PRED = {
-    "amount": ["최대 {q}까지 추가로 인정됩니다.", "{q}{eul} 넘는 부분에는 별도 심사가 적용됩니다.", "건당 {q}의 별도 비용이 부과됩니다.",
-               "{q} 이하인 경우에만 같은 기준이 적용됩니다.", "{q} 규모의 예외 한도가 따로 운영됩니다."],
-    "ratio": ["{q} 범위에서 추가로 조정될 예정입니다.", "{q}의 가산 조건이 덧붙습니다.", "최고 {q}까지 우대가 적용됩니다.",
-              "{q}{eul} 넘으면 적용 대상에서 빠집니다."],
-    "period": ["신청 후 {q} 이내에 처리가 끝납니다.", "{q}의 유예 기간이 별도로 주어집니다.", "{q}{i} 지나면 다시 심사를 받아야 합니다."],
+    "amount": [
+        "최대 {q}까지 추가로 인정됩니다.",
+        "{q}{eul} 넘는 부분에는 별도 심사가 적용됩니다.",
+        "건당 {q}의 별도 비용이 부과됩니다.",
+        "{q} 이하인 경우에만 같은 기준이 적용됩니다.",
+        "{q} 규모의 예외 한도가 따로 운영됩니다.",
+    ],
+    "ratio": [
+        "{q} 범위에서 추가로 조정될 예정입니다.",
+        "{q}의 가산 조건이 덧붙습니다.",
+        "최고 {q}까지 우대가 적용됩니다.",
+        "{q}{eul} 넘으면 적용 대상에서 빠집니다.",
+    ],
+    "period": [
+        "신청 후 {q} 이내에 처리가 끝납니다.",
+        "{q}의 유예 기간이 별도로 주어집니다.",
+        "{q}{i} 지나면 다시 심사를 받아야 합니다.",
+    ],
     "count": ["{q} 이상이 이 기준의 적용을 받았습니다.", "현재 {q}{i} 이 방식으로 처리되고 있습니다."],
 }
 _EN_WHEN = ["Beginning in {month} {y}, ", "Since {month} {y}, ", "As of the {nth} quarter, ", "Later in {y}, ", "", ""]
 _EN_PRED = {
-    "amount": ["{topic} included roughly {q} attributable to a single transaction.",
-               "about {q} of {topic} related to a subsidiary acquired that year.",
-               "{topic} was expected to rise by a further {q}.", "{topic} excluded a one-time item of {q}."],
-    "ratio": ["{topic} was expected to move by about {q}.", "roughly {q} of {topic} came from a single segment.",
-              "{topic} reflected a {q} increase in one operating segment."],
+    "amount": [
+        "{topic} included roughly {q} attributable to a single transaction.",
+        "about {q} of {topic} related to a subsidiary acquired that year.",
+        "{topic} was expected to rise by a further {q}.",
+        "{topic} excluded a one-time item of {q}.",
+    ],
+    "ratio": [
+        "{topic} was expected to move by about {q}.",
+        "roughly {q} of {topic} came from a single segment.",
+        "{topic} reflected a {q} increase in one operating segment.",
+    ],
 }
 _MONTHS = ["January", "March", "April", "June", "July", "September", "October", "December"]
-_FAMILY = {"%": "ratio", "%p": "ratio", "퍼센트": "ratio", "bp": "ratio", "bps": "ratio", "percent": "ratio",
-           "원": "amount", "달러": "amount", "억": "amount", "일": "period", "개월": "period", "년": "period",
-           "시간": "period", "명": "count", "건": "count", "회": "count"}
+_FAMILY = {
+    "%": "ratio",
+    "%p": "ratio",
+    "퍼센트": "ratio",
+    "bp": "ratio",
+    "bps": "ratio",
+    "percent": "ratio",
+    "원": "amount",
+    "달러": "amount",
+    "억": "amount",
+    "일": "period",
+    "개월": "period",
+    "년": "period",
+    "시간": "period",
+    "명": "count",
+    "건": "count",
+    "회": "count",
+}
 
 
 def _evidence_figures(view) -> list[tuple[str, str]]:
@@ -315,11 +387,11 @@ def _evidence_figures(view) -> list[tuple[str, str]]:
     out = []
     for text in ([view.gold_text] if view.gold_text else []) + view.evidence:
         for span in find_numbers(text or ""):
-            dollars = text[span.start - 1:span.start] == "$"
+            dollars = text[span.start - 1 : span.start] == "$"
             fam = "amount" if dollars else _FAMILY.get(span.unit)
             if not fam or (span.unit == "년" and span.value >= 1900):  # a year dates, it does not measure
                 continue
-            piece = ("$" if dollars else "") + text[span.start:span.end]
+            piece = ("$" if dollars else "") + text[span.start : span.end]
             spans = find_numbers(piece)
             new = change_number(piece, spans[0], forbidden, random.Random(_tie(piece, text[:40]))) if spans else None
             if new:
@@ -340,8 +412,12 @@ def _durations(lang: str, forbidden: set[str], rng: random.Random) -> list[tuple
 def _when(frames: list[str], forbidden: set[str], rng: random.Random) -> str:
     """A time clause whose year and month the sources never state (else none)."""
     for _ in range(6):
-        when = rng.choice(frames).format(y=rng.choice([2025, 2026, 2027]), m=rng.randint(1, 12), month=rng.choice(_MONTHS),
-                                         nth=rng.choice(["first", "third", "fourth"]))
+        when = rng.choice(frames).format(
+            y=rng.choice([2025, 2026, 2027]),
+            m=rng.randint(1, 12),
+            month=rng.choice(_MONTHS),
+            nth=rng.choice(["first", "third", "fourth"]),
+        )
         if not number_keys(when) & forbidden:
             return when
     return ""
@@ -363,7 +439,11 @@ def compose(view, rng: random.Random) -> str | None:
             sent = when + body if when else body[0].upper() + body[1:]
         else:
             continue
-        if unsupported(sent, view) and not number_keys(sent) & forbidden and not malformed_numeral(sent) \
-                and not impossible_date(sent):
+        if (
+            unsupported(sent, view)
+            and not number_keys(sent) & forbidden
+            and not malformed_numeral(sent)
+            and not impossible_date(sent)
+        ):
             return sent
     return None

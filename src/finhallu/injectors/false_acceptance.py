@@ -18,8 +18,11 @@ from finhallu.text.words import particle
 MIN_HARD_NEGATIVES = 3
 
 
-register_type("false_acceptance", lambda v, subtype=None: float(len(v.hard_negatives)) + (5 if not v.turn["answerable"] else 0),
-              applies=lambda view: view.turn["kind"] != "reconfirm")
+register_type(
+    "false_acceptance",
+    lambda v, subtype=None: float(len(v.hard_negatives)) + (5 if not v.turn["answerable"] else 0),
+    applies=lambda view: view.turn["kind"] != "reconfirm",
+)
 
 
 def _accept(p: Proposal) -> tuple[bool, str]:
@@ -27,11 +30,20 @@ def _accept(p: Proposal) -> tuple[bool, str]:
     return lacks and not is_refusal(p.new), "an answer over evidence that lacks the clue"
 
 
-@register_leaf("false_acceptance", None, accept=_accept, names={"en": "False Acceptance", "ko": "잘못된 수용"},
-               rationale={"ko": "2) 주장: 근거가 없는데도 응답은 확답('{added}')을 제시합니다.",
-                          "en": "2) Claims: the response answers ('{added}') although no passage supports it."},
-               instruction={"ko": "근거가 없는 질문에 문서가 뒷받침하는 것처럼 답하기",
-                            "en": "answer as if the documents supported it although no passage does"})
+@register_leaf(
+    "false_acceptance",
+    None,
+    accept=_accept,
+    names={"en": "False Acceptance", "ko": "잘못된 수용"},
+    rationale={
+        "ko": "2) 주장: 근거가 없는데도 응답은 확답('{added}')을 제시합니다.",
+        "en": "2) Claims: the response answers ('{added}') although no passage supports it.",
+    },
+    instruction={
+        "ko": "근거가 없는 질문에 문서가 뒷받침하는 것처럼 답하기",
+        "en": "answer as if the documents supported it although no passage does",
+    },
+)
 def inject(view: TurnView, rng: random.Random) -> Injected | None:
     turn = view.turn
     if turn["answerable"]:
@@ -39,8 +51,14 @@ def inject(view: TurnView, rng: random.Random) -> Injected | None:
             return None
         context = [{"passage_id": p, "role": "hard_negative"} for p in view.hard_negatives]
         refusal = refuse_turn(question=turn["standalone_query"], lang=view.lang, rng_seed=rng.randrange(2**31)).text
-        return Injected(None, turn["response"], "context replaced by hard negatives; answer kept",
-                        context=context, counterpart=refusal, counterpart_label="true_refusal")
+        return Injected(
+            None,
+            turn["response"],
+            "context replaced by hard negatives; answer kept",
+            context=context,
+            counterpart=refusal,
+            counterpart_label="true_refusal",
+        )
     answer = (turn.get("answer") or "").strip()
     if not answer:
         return None
@@ -49,5 +67,6 @@ def inject(view: TurnView, rng: random.Random) -> Injected | None:
         text = direct_answer(turn["standalone_query"], answer) or f"{topic}{particle(topic, '은/는')} {answer}입니다."
     else:
         text = f"The {topic} is {answer}."
-    return Injected(None, text, "refusal replaced by an unsupported answer", counterpart=turn["response"],
-                    counterpart_label="true_refusal")
+    return Injected(
+        None, text, "refusal replaced by an unsupported answer", counterpart=turn["response"], counterpart_label="true_refusal"
+    )

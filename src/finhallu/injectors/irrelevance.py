@@ -10,8 +10,16 @@ from itertools import combinations, permutations
 from finhallu.injectors import Injected, TurnView, register_leaf, register_type
 from finhallu.dialogue.assistant import OPENERS, answer_turn, clean_sentence, is_lead_in
 from finhallu.text.normalize import contains_normalized
-from finhallu.injectors.conditions import (Item, phrase_end, cond_diff, list_items, sentence_bounds,
-                                               standalone, table_items, value_counts)
+from finhallu.injectors.conditions import (
+    Item,
+    phrase_end,
+    cond_diff,
+    list_items,
+    sentence_bounds,
+    standalone,
+    table_items,
+    value_counts,
+)
 from finhallu.text.words import fix_particle
 from finhallu.injectors.verify import Proposal
 from finhallu.text.numbers import canon_unit, find_numbers, number_keys
@@ -27,7 +35,7 @@ def _restated_list(resp: str, items: list[Item], mine: Item) -> str | None:
         hits = [s for s in spans if number_keys(s.raw) == item.key]
         if len(hits) != 1:
             return None
-        before = resp[:hits[0].start].rstrip()
+        before = resp[: hits[0].start].rstrip()
         if not before.endswith(item.cond) or (at and hits[0].start < at[-1][1]):
             return None
         at.append((len(before) - len(item.cond), phrase_end(resp, hits[0])))
@@ -35,8 +43,8 @@ def _restated_list(resp: str, items: list[Item], mine: Item) -> str | None:
     if sentence_bounds(resp, at[0][0]) != sentence_bounds(resp, at[-1][1] - 1):
         return None
     if k + 1 < len(items):  # drop "<condition> <value>, " up to the next item's condition
-        return resp[:at[k][0]] + resp[at[k + 1][0]:]
-    return resp[:at[k - 1][1]] + resp[at[k][1]:]  # the last item: drop ", <condition> <value>"
+        return resp[: at[k][0]] + resp[at[k + 1][0] :]
+    return resp[: at[k - 1][1]] + resp[at[k][1] :]  # the last item: drop ", <condition> <value>"
 
 
 def _condition_swap(resp: str, span, mine: Item, other: Item) -> str | None:
@@ -80,8 +88,11 @@ def _cns_ok(view: TurnView, new: str, mine: Item, other: Item, ev_keys: set[str]
         return False
     was = next(a for a, b in zip(old_s, new_s) if a != b)
     now, before = value_counts(changed[0]), value_counts(was)
-    return (now[next(iter(other.key))] == 1 and all(n <= max(1, before[k]) for k, n in now.items())
-            and bool(standalone(changed[0], diff[1])))
+    return (
+        now[next(iter(other.key))] == 1
+        and all(n <= max(1, before[k]) for k, n in now.items())
+        and bool(standalone(changed[0], diff[1]))
+    )
 
 
 def condition_not_satisfied(view: TurnView, rng: random.Random) -> Injected | None:
@@ -110,14 +121,28 @@ def condition_not_satisfied(view: TurnView, rng: random.Random) -> Injected | No
             for other in others:
                 new = restated or _condition_swap(resp, span, mine, other)
                 if new and _cns_ok(view, new, mine, other, ev_keys):
-                    return Injected("condition_not_satisfied", new,
-                                    f"{mine.cond} {mine.phrase} -> {other.cond} {other.phrase} "
-                                    "(another condition's value, under that condition)")
+                    return Injected(
+                        "condition_not_satisfied",
+                        new,
+                        f"{mine.cond} {mine.phrase} -> {other.cond} {other.phrase} "
+                        "(another condition's value, under that condition)",
+                    )
     return None
 
 
-_SCALE = {"조": 10**12, "억": 10**8, "천만": 10**7, "백만": 10**6, "십만": 10**5, "만": 10**4, "천": 10**3,
-          "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_SCALE = {
+    "조": 10**12,
+    "억": 10**8,
+    "천만": 10**7,
+    "백만": 10**6,
+    "십만": 10**5,
+    "만": 10**4,
+    "천": 10**3,
+    "thousand": 10**3,
+    "million": 10**6,
+    "billion": 10**9,
+    "trillion": 10**12,
+}
 _LAST_TOKEN = re.compile(r"(\d[\d,]*)(?:\.(\d+))?\s?(천만|백만|십만|조|억|만|천|thousand|million|billion|trillion)?", re.I)
 
 
@@ -162,16 +187,30 @@ def question_misunderstanding(view: TurnView, rng: random.Random) -> Injected | 
     answer = view.turn.get("answer") or ""
     gold = view.seed["passage_id"]
     answers = lambda text: contains_normalized(text, answer) or answer_derivable(answer, text)  # noqa: E731
-    siblings = [s for s in view.sibling_seeds if s["passage_id"] == gold and s["answer"] != answer
-                and s["qa_kind"] != "yesno" and not answers(s["clue_text"]) and not answers(s["answer"])]
+    siblings = [
+        s
+        for s in view.sibling_seeds
+        if s["passage_id"] == gold
+        and s["answer"] != answer
+        and s["qa_kind"] != "yesno"
+        and not answers(s["clue_text"])
+        and not answers(s["answer"])
+    ]
     if not siblings or view.gold_text is None:
         return None
     # a supporting sentence when the original has one, so the length does not give the label away
     support = 1.0 if len(split_sentences(view.turn["response"])) >= 2 else 0.0
     for s in rng.sample(siblings, len(siblings)):
-        out = answer_turn(question=s["question"], passage=view.gold_text, clue=s["clue_text"], answer=s["answer"],
-                          qa_kind=s["qa_kind"], lang=view.lang, rng_seed=rng.randrange(2**31),
-                          support_probability=support)
+        out = answer_turn(
+            question=s["question"],
+            passage=view.gold_text,
+            clue=s["clue_text"],
+            answer=s["answer"],
+            qa_kind=s["qa_kind"],
+            lang=view.lang,
+            rng_seed=rng.randrange(2**31),
+            support_probability=support,
+        )
         if not answers(out.response):
             return Injected("question_misunderstanding", out.response, f"answers instead: {s['question']}")
     return None
@@ -181,10 +220,16 @@ def _drift_sentences(text: str, view: TurnView) -> list[str]:
     answer, clue = view.turn.get("answer") or "", view.turn.get("clue_text")
     # standalone statements, as an answer states its clue (no leading connective, no list lead-in)
     sents = [clean_sentence(s) for s in split_sentences(text)]
-    return [s for s in sents if "|" not in s and 20 <= len(s) <= 200
-            and not is_lead_in(s)
-            and not contains_normalized(s, answer) and not contains_normalized(s, clue)
-            and not contains_normalized(view.turn["response"], s)]
+    return [
+        s
+        for s in sents
+        if "|" not in s
+        and 20 <= len(s) <= 200
+        and not is_lead_in(s)
+        and not contains_normalized(s, answer)
+        and not contains_normalized(s, clue)
+        and not contains_normalized(view.turn["response"], s)
+    ]
 
 
 def off_topic_drift(view: TurnView, rng: random.Random) -> Injected | None:
@@ -218,8 +263,12 @@ def _prefers(view: TurnView, subtype: str | None = None) -> float:
     """Turns with conditions or multi-aspect answers: several values, condition words, several sentences."""
     clue = view.turn.get("clue_text") or ""
     resp = view.turn["response"]
-    return (len(find_numbers(clue)) + 2 * any(w in clue for w in _CONDITION_WORDS)
-            + 0.5 * (len(split_sentences(resp)) - 1) + 0.5 * clue.count(","))
+    return (
+        len(find_numbers(clue))
+        + 2 * any(w in clue for w in _CONDITION_WORDS)
+        + 0.5 * (len(split_sentences(resp)) - 1)
+        + 0.5 * clue.count(",")
+    )
 
 
 register_type("irrelevance", _prefers, applies=lambda view: view.turn["answerable"] and view.turn["kind"] != "reconfirm")
@@ -229,33 +278,61 @@ register_type("irrelevance", _prefers, applies=lambda view: view.turn["answerabl
 def _accept_condition_not_satisfied(p: Proposal) -> tuple[bool, str]:
     """The asked value is gone from the edited sentence, which now states one the evidence gives (for another condition)."""
     changed = p.new_sentences
-    return (bool(p.removed_keys) and bool(changed) and number_keys(p.new) <= p.evidence_keys
-            and not any(contains_normalized(x, p.turn["answer"]) for x in changed),
-            "states a value the evidence gives for another condition")
+    return (
+        bool(p.removed_keys)
+        and bool(changed)
+        and number_keys(p.new) <= p.evidence_keys
+        and not any(contains_normalized(x, p.turn["answer"]) for x in changed),
+        "states a value the evidence gives for another condition",
+    )
 
 
 def _accept_not_the_answer(p: Proposal) -> tuple[bool, str]:
-    return (not contains_normalized(p.new, p.turn["answer"]) and not contains_normalized(p.new, p.turn["clue_text"]),
-            "does not answer the question asked")
+    return (
+        not contains_normalized(p.new, p.turn["answer"]) and not contains_normalized(p.new, p.turn["clue_text"]),
+        "does not answer the question asked",
+    )
 
 
-register_leaf("irrelevance", "condition_not_satisfied", accept=_accept_condition_not_satisfied, minimal_edit=True,
-              names={"en": "Condition Not Satisfied", "ko": "조건 불충족"},
-              rationale={"ko": "2) 주장: 응답은 질문한 조건이 아닌 다른 조건의 값 '{new}'를 제시합니다.",
-                         "en": "2) Claims: the response gives '{new}', the value for another condition than the one asked."},
-              instruction={"ko": "질문한 조건 대신 근거가 다른 조건(다른 대상, 기간, 기준)에 대해 밝힌 값을 답하기",
-                           "en": "give the value the evidence states for another condition (another group, period or "
-                                 "threshold) instead of the one asked"})(condition_not_satisfied)
-register_leaf("irrelevance", "question_misunderstanding", accept=_accept_not_the_answer,
-              names={"en": "Question Misunderstanding", "ko": "질문 오해"},
-              rationale={"ko": "2) 주장: 응답은 질문과 다른 내용('{added}')에 답하고 있습니다.",
-                         "en": "2) Claims: the response answers a different question ('{added}')."},
-              instruction={"ko": "같은 문단에 대한 다른 질문에 답하기",
-                           "en": "answer a different question about the same passage"})(question_misunderstanding)
-register_leaf("irrelevance", "off_topic_drift", accept=_accept_not_the_answer,
-              names={"en": "Off-topic Drift", "ko": "주제 이탈"},
-              rationale={"ko": "2) 주장: 응답은 질문의 주제에서 벗어난 내용('{added}')을 말합니다.",
-                         "en": "2) Claims: the response drifts away from the question ('{added}')."},
-              instruction={"ko": "주제로 시작해 다른 내용으로 흘러가기 (어려운 변형: 같은 문서의 인접한 정보로 답하기)",
-                           "en": "start on the topic, then drift to other content; the hard variant uses adjacent "
-                                 "information from the same document that does not answer the question"})(off_topic_drift)
+register_leaf(
+    "irrelevance",
+    "condition_not_satisfied",
+    accept=_accept_condition_not_satisfied,
+    minimal_edit=True,
+    names={"en": "Condition Not Satisfied", "ko": "조건 불충족"},
+    rationale={
+        "ko": "2) 주장: 응답은 질문한 조건이 아닌 다른 조건의 값 '{new}'를 제시합니다.",
+        "en": "2) Claims: the response gives '{new}', the value for another condition than the one asked.",
+    },
+    instruction={
+        "ko": "질문한 조건 대신 근거가 다른 조건(다른 대상, 기간, 기준)에 대해 밝힌 값을 답하기",
+        "en": "give the value the evidence states for another condition (another group, period or "
+        "threshold) instead of the one asked",
+    },
+)(condition_not_satisfied)
+register_leaf(
+    "irrelevance",
+    "question_misunderstanding",
+    accept=_accept_not_the_answer,
+    names={"en": "Question Misunderstanding", "ko": "질문 오해"},
+    rationale={
+        "ko": "2) 주장: 응답은 질문과 다른 내용('{added}')에 답하고 있습니다.",
+        "en": "2) Claims: the response answers a different question ('{added}').",
+    },
+    instruction={"ko": "같은 문단에 대한 다른 질문에 답하기", "en": "answer a different question about the same passage"},
+)(question_misunderstanding)
+register_leaf(
+    "irrelevance",
+    "off_topic_drift",
+    accept=_accept_not_the_answer,
+    names={"en": "Off-topic Drift", "ko": "주제 이탈"},
+    rationale={
+        "ko": "2) 주장: 응답은 질문의 주제에서 벗어난 내용('{added}')을 말합니다.",
+        "en": "2) Claims: the response drifts away from the question ('{added}').",
+    },
+    instruction={
+        "ko": "주제로 시작해 다른 내용으로 흘러가기 (어려운 변형: 같은 문서의 인접한 정보로 답하기)",
+        "en": "start on the topic, then drift to other content; the hard variant uses adjacent "
+        "information from the same document that does not answer the question",
+    },
+)(off_topic_drift)

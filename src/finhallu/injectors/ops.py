@@ -39,8 +39,15 @@ class InjectOut(BaseModel):
 def to_out(out: Injected | None) -> InjectOut:
     if out is None:
         return InjectOut(response="")
-    return InjectOut(response=out.response, edit=out.edit, subtype=out.subtype, replace_context=out.context is not None,
-                     counterpart=out.counterpart, counterpart_label=out.counterpart_label, strategy=out.strategy)
+    return InjectOut(
+        response=out.response,
+        edit=out.edit,
+        subtype=out.subtype,
+        replace_context=out.context is not None,
+        counterpart=out.counterpart,
+        counterpart_label=out.counterpart_label,
+        strategy=out.strategy,
+    )
 
 
 def _rules(hallu_type: str):

@@ -62,36 +62,58 @@ def _insert(view: TurnView, subtype: str, sentence: str | None, rng: random.Rand
     return Injected(subtype, new, edit)
 
 
-register_type("unverifiable", lambda v, subtype=None: 1.0 + len(split_sentences(v.turn["response"])),
-              applies=lambda view: view.turn["answerable"])
+register_type(
+    "unverifiable",
+    lambda v, subtype=None: 1.0 + len(split_sentences(v.turn["response"])),
+    applies=lambda view: view.turn["answerable"],
+)
 
 
 # ---- acceptance rules: an added sentence the evidence does not support ---------------------------------
 def _accept_fabricated_detail(p: Proposal) -> tuple[bool, str]:
-    unsupported = [s for s in p.new_sentences if not contains_normalized(p.evidence_text, s)
-                   and (number_keys(s) - p.evidence_keys or not content_words(s))]
+    unsupported = [
+        s
+        for s in p.new_sentences
+        if not contains_normalized(p.evidence_text, s) and (number_keys(s) - p.evidence_keys or not content_words(s))
+    ]
     return bool(unsupported), "adds a specific detail the evidence lacks"
 
 
 def _accept_subjective_opinion(p: Proposal) -> tuple[bool, str]:
-    return (any(OPINION_MARKERS.search(s) and not contains_normalized(p.evidence_text, s) for s in p.new_sentences),
-            "adds an opinion")
+    return (
+        any(OPINION_MARKERS.search(s) and not contains_normalized(p.evidence_text, s) for s in p.new_sentences),
+        "adds an opinion",
+    )
 
 
-@register_leaf("unverifiable", "fabricated_detail", accept=_accept_fabricated_detail,
-               names={"en": "Fabricated Detail", "ko": "세부 정보 날조"},
-               rationale={"ko": "2) 주장: 응답의 '{added}'는 문서에서 확인할 수 없는 세부 정보입니다.",
-                          "en": "2) Claims: '{added}' is a detail the passages do not support."},
-               instruction={"ko": "근거 어디에도 없는 구체적 수치, 날짜, 기관, 절차",
-                            "en": "a specific figure, date, party or procedure that appears nowhere in the evidence"})
+@register_leaf(
+    "unverifiable",
+    "fabricated_detail",
+    accept=_accept_fabricated_detail,
+    names={"en": "Fabricated Detail", "ko": "세부 정보 날조"},
+    rationale={
+        "ko": "2) 주장: 응답의 '{added}'는 문서에서 확인할 수 없는 세부 정보입니다.",
+        "en": "2) Claims: '{added}' is a detail the passages do not support.",
+    },
+    instruction={
+        "ko": "근거 어디에도 없는 구체적 수치, 날짜, 기관, 절차",
+        "en": "a specific figure, date, party or procedure that appears nowhere in the evidence",
+    },
+)
 def fabricated_detail_leaf(view: TurnView, rng: random.Random) -> Injected | None:
     return _insert(view, "fabricated_detail", fabricated_detail(view, view.donor_claims(), rng), rng)
 
 
-@register_leaf("unverifiable", "subjective_opinion", accept=_accept_subjective_opinion,
-               names={"en": "Subjective Opinion", "ko": "주관적 의견"},
-               rationale={"ko": "2) 주장: 응답의 '{added}'는 문서에 근거하지 않은 주관적 의견입니다.",
-                          "en": "2) Claims: '{added}' is a subjective opinion the passages do not support."},
-               instruction={"ko": "근거 없는 평가나 추천", "en": "an unsupported judgement or recommendation"})
+@register_leaf(
+    "unverifiable",
+    "subjective_opinion",
+    accept=_accept_subjective_opinion,
+    names={"en": "Subjective Opinion", "ko": "주관적 의견"},
+    rationale={
+        "ko": "2) 주장: 응답의 '{added}'는 문서에 근거하지 않은 주관적 의견입니다.",
+        "en": "2) Claims: '{added}' is a subjective opinion the passages do not support.",
+    },
+    instruction={"ko": "근거 없는 평가나 추천", "en": "an unsupported judgement or recommendation"},
+)
 def subjective_opinion_leaf(view: TurnView, rng: random.Random) -> Injected | None:
     return _insert(view, "subjective_opinion", compose_opinion(view, rng), rng)

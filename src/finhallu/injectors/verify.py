@@ -51,7 +51,7 @@ def edit_distance(a: str, b: str) -> tuple[int, int]:
     s = 0
     while s < min(len(a), len(b)) - p and a[-1 - s] == b[-1 - s]:
         s += 1
-    chars = _levenshtein(a[p:len(a) - s], b[p:len(b) - s])
+    chars = _levenshtein(a[p : len(a) - s], b[p : len(b) - s])
     return chars, _levenshtein(a.split(), b.split())
 
 
@@ -61,12 +61,11 @@ def word_diff(a: str, b: str, context: int = 0) -> list[tuple[str, str]]:
     out = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=wa, b=wb, autojunk=False).get_opcodes():
         if op != "equal":
-            out.append((" ".join(wa[max(0, i1 - context):i2 + context]), " ".join(wb[max(0, j1 - context):j2 + context])))
+            out.append((" ".join(wa[max(0, i1 - context) : i2 + context]), " ".join(wb[max(0, j1 - context) : j2 + context])))
     return out
 
 
-def pair_in(diff: list[tuple[str, str]], lexicon: set[tuple[str, str]],
-             wide: list[tuple[str, str]] = ()) -> bool:
+def pair_in(diff: list[tuple[str, str]], lexicon: set[tuple[str, str]], wide: list[tuple[str, str]] = ()) -> bool:
     for old, new in diff:
         for a, b in lexicon:
             if a.lower() in old.lower() and b.lower() in new.lower():
@@ -99,7 +98,9 @@ OPINION_MARKERS = re.compile(
     r"(가장|추천|권할|권해|유리|걱정|안심|안전하|합리적|바람직|괜찮|좋은 선택|훌륭|생각합니다|판단됩니다|볼 수 있습니다|보셔도|"
     r"(것이|셔도) 좋습니다|보시기 바랍니다|"
     r"개인적으로|솔직히|현실적으로|in my view|i think|i believe|frankly|honestly|clearly|excellent|sensible|safest|"
-    r"should welcome|little reason|recommend)", re.IGNORECASE)
+    r"should welcome|little reason|recommend)",
+    re.IGNORECASE,
+)
 
 
 def _number_counts(text: str) -> Counter:

@@ -29,8 +29,18 @@ def leaf(hallu_type: str | None, subtype: str | None, label_4class: str) -> str:
 
 
 @operation("verify_sample", SampleVerdict)
-def verify_sample(label: str, rule: str, response: str, paired: str, evidence: list[str], history: str,
-                  question: str, answer: str | None, clue: str | None, lang: str) -> SampleVerdict:
+def verify_sample(
+    label: str,
+    rule: str,
+    response: str,
+    paired: str,
+    evidence: list[str],
+    history: str,
+    question: str,
+    answer: str | None,
+    clue: str | None,
+    lang: str,
+) -> SampleVerdict:
     """Rules backend: the label's acceptance rule, and (for hallucinations) no surface defect."""
     rule = RULES.get(label)
     if rule is None:
@@ -42,9 +52,28 @@ def verify_sample(label: str, rule: str, response: str, paired: str, evidence: l
     return SampleVerdict(ok=not reasons, reasons=reasons)
 
 
-def verify_inputs(label: str, response: str, paired: str, evidence: list[str], history: str, question: str,
-                  answer: str | None, clue: str | None, lang: str) -> dict:
+def verify_inputs(
+    label: str,
+    response: str,
+    paired: str,
+    evidence: list[str],
+    history: str,
+    question: str,
+    answer: str | None,
+    clue: str | None,
+    lang: str,
+) -> dict:
     """The operation's inputs for one sample; `rule` is the leaf's written rule (what an LLM verifier is told)."""
     rule = RULES[label].rule if label in RULES else ""
-    return dict(label=label, rule=rule, response=response, paired=paired, evidence=evidence, history=history,
-                question=question, answer=answer, clue=clue, lang=lang)
+    return dict(
+        label=label,
+        rule=rule,
+        response=response,
+        paired=paired,
+        evidence=evidence,
+        history=history,
+        question=question,
+        answer=answer,
+        clue=clue,
+        lang=lang,
+    )

@@ -18,8 +18,11 @@ def _history(messages: list[dict]) -> str:
 
 def audit_samples(samples: pl.DataFrame, injections: pl.DataFrame, turns: pl.DataFrame) -> pl.DataFrame:
     """One row per sample: pair_id, label leaf, ok, reasons (rules backend)."""
-    refs = (injections.select("injection_id", "turn_id").rename({"injection_id": "pair_id"})
-            .join(turns.select("turn_id", "answer", "clue_text"), on="turn_id"))
+    refs = (
+        injections.select("injection_id", "turn_id")
+        .rename({"injection_id": "pair_id"})
+        .join(turns.select("turn_id", "answer", "clue_text"), on="turn_id")
+    )
     rows = samples.join(refs, on="pair_id", how="left").sort("sample_id").to_dicts()
     by_pair: dict[str, dict[str, dict]] = {}
     for r in rows:
@@ -29,10 +32,27 @@ def audit_samples(samples: pl.DataFrame, injections: pl.DataFrame, turns: pl.Dat
         for side, r in sides.items():
             other = sides.get("faithful" if side == "hallucinated" else "hallucinated", {})
             label = leaf(r["hallu_type"], r["hallu_subtype"], r["label_4class"])
-            v = verify_sample(**verify_inputs(
-                label, r["response"], other.get("response", ""), [p["text"] for p in r["passages"]],
-                _history(r["history"]), r["standalone_query"] or r["query"], r["answer"], r["clue_text"], r["lang"]))
-            out.append({"pair_id": pair_id, "sample_id": r["sample_id"], "label": label, "ok": v.ok,
-                        "reasons": v.reasons})
-    return pl.DataFrame(out, schema={"pair_id": pl.String, "sample_id": pl.String, "label": pl.String, "ok": pl.Boolean,
-                                     "reasons": pl.List(pl.String)})
+            v = verify_sample(
+                **verify_inputs(
+                    label,
+                    r["response"],
+                    other.get("response", ""),
+                    [p["text"] for p in r["passages"]],
+                    _history(r["history"]),
+                    r["standalone_query"] or r["query"],
+                    r["answer"],
+                    r["clue_text"],
+                    r["lang"],
+                )
+            )
+            out.append({"pair_id": pair_id, "sample_id": r["sample_id"], "label": label, "ok": v.ok, "reasons": v.reasons})
+    return pl.DataFrame(
+        out,
+        schema={
+            "pair_id": pl.String,
+            "sample_id": pl.String,
+            "label": pl.String,
+            "ok": pl.Boolean,
+            "reasons": pl.List(pl.String),
+        },
+    )

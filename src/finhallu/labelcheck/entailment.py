@@ -15,8 +15,7 @@ from finhallu.nli_model import Scorer
 from finhallu.labelcheck.evidence import new_sentences
 from finhallu.text.sentences import split_sentences
 
-CONTRADICTORY_LEAVES = ("number_error", "modifier_change", "financial_term_misunderstanding", "entity_error",
-                        "inconsistency")
+CONTRADICTORY_LEAVES = ("number_error", "modifier_change", "financial_term_misunderstanding", "entity_error", "inconsistency")
 MAX_PREMISE_CHARS = 2000
 
 
@@ -42,7 +41,7 @@ def nli_reasons(checks: list[dict], scorer: Scorer, threshold: float) -> list[li
     for c, (start, hyps, must, n_prem) in zip(checks, spans):
         reasons = []
         if hyps and n_prem:
-            entail = probs[start:start + len(hyps) * n_prem, 0].reshape(len(hyps), n_prem).max(axis=1)
+            entail = probs[start : start + len(hyps) * n_prem, 0].reshape(len(hyps), n_prem).max(axis=1)
             for h, e in zip(hyps, entail):
                 if must and e < threshold:
                     reasons.append(f"{c['label']}: nli: sentence not entailed by the evidence ({e:.2f}): {h[:60]!r}")

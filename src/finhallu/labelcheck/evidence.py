@@ -30,8 +30,11 @@ def is_refusal(text: str) -> bool:
 
 def money_or_ratio(text: str) -> list[Quantity]:
     """The figures of a text that identify a fact: amounts and ratios, not years or small counts."""
-    return [q for q in quantities(text) if q.unit in ("KRW", "USD", "%", "%p", "bps")
-            or (not q.unit and abs(q.value) >= 100 and not _year_like(q))]
+    return [
+        q
+        for q in quantities(text)
+        if q.unit in ("KRW", "USD", "%", "%p", "bps") or (not q.unit and abs(q.value) >= 100 and not _year_like(q))
+    ]
 
 
 def _year_like(q: Quantity) -> bool:
@@ -39,8 +42,10 @@ def _year_like(q: Quantity) -> bool:
 
 
 # Answer framing that carries no claim: yes/no, "as the document says", "on checking again".
-FRAMING = re.compile(r"^(네|예|아니요|아니오|아닙니다|맞습니다|그렇습니다|다시|확인해|확인한|보니|결과|안내에|자료에|문서에|"
-                      r"따르면|yes|no|that's|right|correct|according|to|the|document|filing)$")
+FRAMING = re.compile(
+    r"^(네|예|아니요|아니오|아닙니다|맞습니다|그렇습니다|다시|확인해|확인한|보니|결과|안내에|자료에|문서에|"
+    r"따르면|yes|no|that's|right|correct|according|to|the|document|filing)$"
+)
 
 
 def coverage(text: str, source: str) -> float:
@@ -103,11 +108,15 @@ def derivable(answer: str, text: str) -> bool:
     for t in targets:
         tol = max(t.precision, abs(t.value) * Decimal("0.005"))
         for i, a in enumerate(figures):
-            for b in figures[i + 1:]:
+            for b in figures[i + 1 :]:
                 candidates = [a.value + b.value, abs(a.value - b.value)]
                 if t.unit in ("%", "%p", ""):
-                    candidates += [a.value / b.value * 100, b.value / a.value * 100, (b.value - a.value) / a.value * 100,
-                                   (a.value - b.value) / b.value * 100]
+                    candidates += [
+                        a.value / b.value * 100,
+                        b.value / a.value * 100,
+                        (b.value - a.value) / a.value * 100,
+                        (a.value - b.value) / b.value * 100,
+                    ]
                 if any(abs(abs(c) - abs(t.value)) <= tol + max(a.precision, b.precision) for c in candidates):
                     return True
     return False

@@ -40,11 +40,15 @@ def _bound_noun_verbs(text: str) -> list[str]:
     toks = tokenize_korean(text)
     out = []
     for i, (prev, tok) in enumerate(zip(toks, toks[1:])):
-        if (tok.form == "하" and tok.tag in ("XSV", "XSA", "VV") and prev.form in _BOUND_NOUNS
-                and tok.start == prev.start + prev.len):
+        if (
+            tok.form == "하"
+            and tok.tag in ("XSV", "XSA", "VV")
+            and prev.form in _BOUND_NOUNS
+            and tok.start == prev.start + prev.len
+        ):
             if prev.form == "이상" and not (i and toks[i - 1].tag in _FIGURE_TAGS):
                 continue
-            out.append(text[prev.start: tok.start + tok.len + 2].strip())
+            out.append(text[prev.start : tok.start + tok.len + 2].strip())
     return out
 
 
@@ -60,7 +64,8 @@ def fluency_issues(text: str, lang: str) -> list[str]:
         if m:
             issues.append(f"malformed numeral {m.group(0)!r}")
         if _DOUBLED_PARTICLE.search(text or "") or any(
-                has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이가(?![가-힣])", text or "")):
+            has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이가(?![가-힣])", text or "")
+        ):
             issues.append("doubled particle")
     elif _EN_ARTICLE.search(text or ""):
         issues.append("article 'a' before a vowel")

@@ -12,9 +12,20 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from finhallu.labelcheck.evidence import (FRAMING, changed_spans, coverage, derivable, holds_clue, identifying, is_refusal,
-                                                may_state_answer,
-                                                money_or_ratio, new_sentences, states_answer, unsupported_figures)
+from finhallu.labelcheck.evidence import (
+    FRAMING,
+    changed_spans,
+    coverage,
+    derivable,
+    holds_clue,
+    identifying,
+    is_refusal,
+    may_state_answer,
+    money_or_ratio,
+    new_sentences,
+    states_answer,
+    unsupported_figures,
+)
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.quantities import quantities, states_value
 from finhallu.text.sentences import split_sentences
@@ -81,8 +92,7 @@ def _figure_changes(c: Case):
 
 def _short_swaps(c: Case, max_words: int) -> list[tuple[str, str]] | None:
     spans = changed_spans(c.paired, c.response)
-    if not spans or len(spans) > 2 or any(len(a.split()) > max_words or len(b.split()) > max_words or not b
-                                          for a, b in spans):
+    if not spans or len(spans) > 2 or any(len(a.split()) > max_words or len(b.split()) > max_words or not b for a, b in spans):
         return None
     return spans
 
@@ -92,9 +102,12 @@ def _edited_sentences_unsupported(c: Case) -> bool:
     return bool(changed) and not any(contains_normalized(c.context, s) for s in changed)
 
 
-@acceptance("faithful_answer", "answers the asked question (states the answer, at any scale or rounding), is no "
-                               "refusal, states no figure the context, history or question lacks, and every sentence "
-                               "is mostly made of words the sources use")
+@acceptance(
+    "faithful_answer",
+    "answers the asked question (states the answer, at any scale or rounding), is no "
+    "refusal, states no figure the context, history or question lacks, and every sentence "
+    "is mostly made of words the sources use",
+)
 def _faithful(c: Case) -> list[str]:
     out = []
     if is_refusal(c.response):
@@ -141,7 +154,7 @@ def _nearest_year(line: str, q) -> str | None:
     at, end = spots[0]
 
     def distance(m: re.Match) -> int:  # a year across a clause break belongs to another figure
-        between = line[end:m.start()] if m.start() >= end else line[m.end():at]
+        between = line[end : m.start()] if m.start() >= end else line[m.end() : at]
         return abs(m.start() - at) + (1000 if re.search(r"[,;]| and |및|이며|이고", between) else 0)
 
     years = [(distance(m), m.group(1)) for m in _YEAR.finditer(line)]
@@ -176,8 +189,9 @@ def _wrong_row(c: Case) -> list[str]:
     return found[:1]
 
 
-@acceptance("true_refusal", "a refusal over a context that holds neither the answer (at any plausible scale) nor "
-                            "most of the clue")
+@acceptance(
+    "true_refusal", "a refusal over a context that holds neither the answer (at any plausible scale) nor most of the clue"
+)
 def _true_refusal(c: Case) -> list[str]:
     out = [] if is_refusal(c.response) else ["not a refusal"]
     if may_state_answer(c.context, c.answer, c.clue):
@@ -194,8 +208,11 @@ def _false_refusal(c: Case) -> list[str]:
     return out
 
 
-@acceptance("false_acceptance", "an answer (no refusal) over a context in which no passage states the answer, at "
-                                "any plausible table scale, nor most of the clue")
+@acceptance(
+    "false_acceptance",
+    "an answer (no refusal) over a context in which no passage states the answer, at "
+    "any plausible table scale, nor most of the clue",
+)
 def _false_acceptance(c: Case) -> list[str]:
     out = ["a refusal, not an acceptance"] if is_refusal(c.response) else []
     if may_state_answer(c.context, c.answer, c.clue):
@@ -203,8 +220,11 @@ def _false_acceptance(c: Case) -> list[str]:
     return out
 
 
-@acceptance("number_error", "a figure of the faithful response is replaced by another of the same kind (amount, "
-                            "ratio, date) that neither the context nor the history states")
+@acceptance(
+    "number_error",
+    "a figure of the faithful response is replaced by another of the same kind (amount, "
+    "ratio, date) that neither the context nor the history states",
+)
 def _number_error(c: Case) -> list[str]:
     removed, added = _figure_changes(c)
     if not added or not removed:
@@ -217,8 +237,11 @@ def _number_error(c: Case) -> list[str]:
     return [f"the new figure is stated by the sources: {stated[:2]}"] if stated else []
 
 
-@acceptance("inconsistency", "something the assistant said earlier in the dialogue (a figure or a term) is now "
-                             "stated differently, and the new form is not in the history")
+@acceptance(
+    "inconsistency",
+    "something the assistant said earlier in the dialogue (a figure or a term) is now "
+    "stated differently, and the new form is not in the history",
+)
 def _inconsistency(c: Case) -> list[str]:
     if not c.history.strip():
         return ["no history to contradict"]
@@ -240,12 +263,36 @@ def _words(text: str) -> set[str]:
 
 # Direction and bound words: a modifier change swaps one end of an axis for the other.
 _AXES = [
-    ("증가", "감소"), ("늘", "줄"), ("상승", "하락"), ("인상", "인하"), ("확대", "축소"), ("이상", "이하|미만"),
-    ("초과", "이하|미만"), ("최대", "최소"), ("높", "낮"), ("가능", "불가능"), ("있", "없"), ("포함", "제외"),
-    ("허용", "금지"), ("완화", "강화"), ("면제", "부과"), ("의무", "선택"), ("우대", "가산"), ("흑자", "적자"),
-    ("increas", "decreas"), ("higher", "lower"), ("more", "less|fewer"), ("above", "below"), ("at least", "at most"),
-    ("rose|rise", "fell|fall|declin"), ("grew|grow", "declin|shrank"), ("gain", "loss"), ("improv", "deteriorat|worsen"),
-    ("includ", "exclud"), ("profit", "loss"), ("up", "down"),
+    ("증가", "감소"),
+    ("늘", "줄"),
+    ("상승", "하락"),
+    ("인상", "인하"),
+    ("확대", "축소"),
+    ("이상", "이하|미만"),
+    ("초과", "이하|미만"),
+    ("최대", "최소"),
+    ("높", "낮"),
+    ("가능", "불가능"),
+    ("있", "없"),
+    ("포함", "제외"),
+    ("허용", "금지"),
+    ("완화", "강화"),
+    ("면제", "부과"),
+    ("의무", "선택"),
+    ("우대", "가산"),
+    ("흑자", "적자"),
+    ("increas", "decreas"),
+    ("higher", "lower"),
+    ("more", "less|fewer"),
+    ("above", "below"),
+    ("at least", "at most"),
+    ("rose|rise", "fell|fall|declin"),
+    ("grew|grow", "declin|shrank"),
+    ("gain", "loss"),
+    ("improv", "deteriorat|worsen"),
+    ("includ", "exclud"),
+    ("profit", "loss"),
+    ("up", "down"),
 ]
 
 
@@ -258,9 +305,12 @@ def _flips(old: str, new: str) -> bool:
     return False
 
 
-@acceptance("modifier_change", "one short phrase is swapped for its opposite on a direction or bound axis (increase/"
-                               "decrease, 이상/미만, 가능/불가능), no figure changes, and the context does not state "
-                               "the edited sentence")
+@acceptance(
+    "modifier_change",
+    "one short phrase is swapped for its opposite on a direction or bound axis (increase/"
+    "decrease, 이상/미만, 가능/불가능), no figure changes, and the context does not state "
+    "the edited sentence",
+)
 def _modifier_change(c: Case) -> list[str]:
     spans = _short_swaps(c, 3)
     if spans is None:
@@ -287,8 +337,10 @@ def _term_swap(c: Case, max_words: int) -> list[str]:
     return out
 
 
-@acceptance("financial_term_misunderstanding", "one financial term is replaced by a different term, no figure "
-                                               "changes, and the context does not state the edited sentence")
+@acceptance(
+    "financial_term_misunderstanding",
+    "one financial term is replaced by a different term, no figure changes, and the context does not state the edited sentence",
+)
 def _term(c: Case) -> list[str]:
     out = _term_swap(c, 4)
     spans = changed_spans(c.paired, c.response)
@@ -297,19 +349,24 @@ def _term(c: Case) -> list[str]:
     return out
 
 
-@acceptance("entity_error", "one named entity (organisation, product, term) is replaced by another, no figure or "
-                            "digit changes, and the context does not state the edited sentence")
+@acceptance(
+    "entity_error",
+    "one named entity (organisation, product, term) is replaced by another, no figure or "
+    "digit changes, and the context does not state the edited sentence",
+)
 def _entity(c: Case) -> list[str]:
     return _term_swap(c, 4)
 
 
 def _added_unsupported(c: Case) -> list[str]:
-    return [s for s in new_sentences(c.paired, c.response)
-            if unsupported_figures(s, c.sources) or coverage(s, c.sources) < 0.5]
+    return [s for s in new_sentences(c.paired, c.response) if unsupported_figures(s, c.sources) or coverage(s, c.sources) < 0.5]
 
 
-@acceptance("fabricated_detail", "still answers the question, and adds a specific detail (a figure, date, condition "
-                                 "or institution) that the context and history do not support")
+@acceptance(
+    "fabricated_detail",
+    "still answers the question, and adds a specific detail (a figure, date, condition "
+    "or institution) that the context and history do not support",
+)
 def _fabricated(c: Case) -> list[str]:
     out = [] if _answers(c) else ["no longer states the answer"]
     return out + ([] if _added_unsupported(c) else ["adds nothing the sources lack"])
@@ -319,22 +376,25 @@ _OPINION = re.compile(
     r"(추천|권해|권할|유리|불리|걱정|안심|안전|합리적|바람직|괜찮|좋은 선택|훌륭|현명|생각합니다|판단됩니다|보입니다|"
     r"좋습니다|바랍니다|"
     r"개인적으로|솔직히|제 생각|저라면|in my (view|opinion)|i (think|believe|would)|frankly|honestly|wise|sensible|"
-    r"safest|recommend|attractive|excellent|reassur|little reason|good (choice|idea|sign))", re.IGNORECASE)
+    r"safest|recommend|attractive|excellent|reassur|little reason|good (choice|idea|sign))",
+    re.IGNORECASE,
+)
 
 
-@acceptance("subjective_opinion", "still answers the question, and adds a judgement, recommendation or reassurance "
-                                  "that the context does not state")
+@acceptance(
+    "subjective_opinion",
+    "still answers the question, and adds a judgement, recommendation or reassurance that the context does not state",
+)
 def _opinion(c: Case) -> list[str]:
     out = [] if _answers(c) else ["no longer states the answer"]
-    added = [s for s in new_sentences(c.paired, c.response) if _OPINION.search(s)
-             and not contains_normalized(c.context, s)]
+    added = [s for s in new_sentences(c.paired, c.response) if _OPINION.search(s) and not contains_normalized(c.context, s)]
     return out + ([] if added else ["adds no opinion the context lacks"])
 
 
 def _near(context: str, at: int) -> str:
     """What introduces a figure in the context: the 40 characters before it and, in a table, the
     header row of its block (the column's condition)."""
-    before = context[max(0, at - 40):at]
+    before = context[max(0, at - 40) : at]
     line_start = context.rfind("\n", 0, at) + 1
     if "|" in context[line_start:at]:
         block = context[:line_start].split("\n\n")[-1]
@@ -353,21 +413,22 @@ def _names_other_condition(c: Case) -> bool:
         if c.answer and states_value(c.answer, q):
             continue
         near = " ".join(_near(c.context, x.start) for x in context_figures if x.same_as(q))
-        words = {strip_particle(w) for w in re.findall(r"[가-힣A-Za-z]{2,}", c.response[max(0, q.start - 30):q.start])}
+        words = {strip_particle(w) for w in re.findall(r"[가-힣A-Za-z]{2,}", c.response[max(0, q.start - 30) : q.start])}
         if any(not FRAMING.match(w) and w not in asked and normalize(w) in near for w in words):
             return True
     return False
 
 
-@acceptance("condition_not_satisfied", "does not state the asked value; states instead the value the context gives "
-                                       "for another condition, and names that condition")
+@acceptance(
+    "condition_not_satisfied",
+    "does not state the asked value; states instead the value the context gives for another condition, and names that condition",
+)
 def _condition(c: Case) -> list[str]:
     out = ["still states the asked answer"] if c.checkable_answer and states_answer(c.response, c.answer) else []
     if not _names_other_condition(c):
         out.append("states no value of another condition named as such")
     values = [q.value for q in money_or_ratio(c.response)]
-    if len(values) != len(set(values)) and len(set(q.value for q in money_or_ratio(c.paired))) == len(
-            money_or_ratio(c.paired)):
+    if len(values) != len(set(values)) and len(set(q.value for q in money_or_ratio(c.paired))) == len(money_or_ratio(c.paired)):
         out.append("the same value is stated for two conditions")
     return out
 
@@ -381,16 +442,21 @@ def _not_an_answer(c: Case) -> list[str]:
     return out
 
 
-@acceptance("question_misunderstanding", "answers a different question about the same evidence: its statements are "
-                                         "supported, but it neither states nor lets one derive the asked answer")
+@acceptance(
+    "question_misunderstanding",
+    "answers a different question about the same evidence: its statements are "
+    "supported, but it neither states nor lets one derive the asked answer",
+)
 def _misunderstanding(c: Case) -> list[str]:
     out = _not_an_answer(c)
     weak = [s for s in split_sentences(c.response) if coverage(s, c.sources) < 0.5]
     return out + ([f"not a supported statement: {weak[0][:60]!r}"] if weak else [])
 
 
-@acceptance("off_topic_drift", "drifts off the question: it neither states nor lets one derive the asked answer, "
-                               "and says little of the clue")
+@acceptance(
+    "off_topic_drift",
+    "drifts off the question: it neither states nor lets one derive the asked answer, and says little of the clue",
+)
 def _drift(c: Case) -> list[str]:
     out = _not_an_answer(c)
     if c.clue and coverage(c.clue, c.response) >= 0.6:

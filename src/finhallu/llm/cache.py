@@ -73,15 +73,26 @@ class CallCache:
 
     def get(self, key: str) -> LLMReply | None:
         rows = self._exec(
-            "SELECT reply_text, input_tokens, output_tokens, finish_reason, model_version FROM calls WHERE key=?",
-            (key,))
+            "SELECT reply_text, input_tokens, output_tokens, finish_reason, model_version FROM calls WHERE key=?", (key,)
+        )
         return LLMReply(*rows[0]) if rows else None
 
     def put(self, key: str, provider: str, model: str, schema_name: str, reply: LLMReply) -> None:
         self._exec(
             "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (key, provider, model, schema_name, reply.text, reply.input_tokens, reply.output_tokens,
-             reply.finish_reason, reply.model_version, time.time()))
+            (
+                key,
+                provider,
+                model,
+                schema_name,
+                reply.text,
+                reply.input_tokens,
+                reply.output_tokens,
+                reply.finish_reason,
+                reply.model_version,
+                time.time(),
+            ),
+        )
 
     # ---- failures: a rerun keeps them (no request) unless it is told to retry them -----------
     def failure(self, key: str) -> str | None:
@@ -89,8 +100,9 @@ class CallCache:
         return rows[0][0] if rows else None
 
     def put_failure(self, key: str, provider: str, model: str, schema_name: str, error: str) -> None:
-        self._exec("INSERT OR REPLACE INTO failures VALUES (?,?,?,?,?,?)",
-                   (key, provider, model, schema_name, error, time.time()))
+        self._exec(
+            "INSERT OR REPLACE INTO failures VALUES (?,?,?,?,?,?)", (key, provider, model, schema_name, error, time.time())
+        )
 
     def clear_failure(self, key: str) -> None:
         self._exec("DELETE FROM failures WHERE key=?", (key,))
@@ -103,21 +115,21 @@ class CallCache:
 
     # ---- batch jobs ---------------------------------------------------------------------
     def batch_job(self, batch_key: str) -> dict | None:
-        rows = self._exec(
-            "SELECT provider, model, job_id, request_keys, status FROM batch_jobs WHERE batch_key=?", (batch_key,))
+        rows = self._exec("SELECT provider, model, job_id, request_keys, status FROM batch_jobs WHERE batch_key=?", (batch_key,))
         if not rows:
             return None
         row = rows[0]
-        return {"provider": row[0], "model": row[1], "job_id": row[2], "request_keys": json.loads(row[3]),
-                "status": row[4]}
+        return {"provider": row[0], "model": row[1], "job_id": row[2], "request_keys": json.loads(row[3]), "status": row[4]}
 
-    def save_batch_job(self, batch_key: str, provider: str, model: str, job_id: str, request_keys: list[str],
-                       status: str) -> None:
+    def save_batch_job(
+        self, batch_key: str, provider: str, model: str, job_id: str, request_keys: list[str], status: str
+    ) -> None:
         now = time.time()
         self._exec(
             "INSERT INTO batch_jobs VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(batch_key) DO UPDATE SET "
             "job_id=excluded.job_id, status=excluded.status, updated_at=excluded.updated_at",
-            (batch_key, provider, model, job_id, json.dumps(request_keys), status, now, now))
+            (batch_key, provider, model, job_id, json.dumps(request_keys), status, now, now),
+        )
 
     def close(self) -> None:
         with self._lock:

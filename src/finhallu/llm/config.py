@@ -64,16 +64,20 @@ class LLMConfig(Section):
     backoff_max_s: float = Field(60.0, ge=0)
     max_retry_after_s: float = Field(300.0, ge=0)
     default_limits: ModelLimits = ModelLimits()
-    limits: dict[str, ModelLimits] = Field(default_factory=lambda: {
-        "gpt-4o": ModelLimits(rpm=500, tpm=30000, concurrency=16),
-        "gemini-2.5-flash": ModelLimits(rpm=1000, tpm=1000000, concurrency=16),
-    })
+    limits: dict[str, ModelLimits] = Field(
+        default_factory=lambda: {
+            "gpt-4o": ModelLimits(rpm=500, tpm=30000, concurrency=16),
+            "gemini-2.5-flash": ModelLimits(rpm=1000, tpm=1000000, concurrency=16),
+        }
+    )
     # USD list prices per million tokens (config, so a price change is one line in a profile).
-    prices: dict[str, ModelPrice] = Field(default_factory=lambda: {
-        "gpt-4o": ModelPrice(input_per_1m=2.50, output_per_1m=10.00),
-        "gpt-4o-mini": ModelPrice(input_per_1m=0.15, output_per_1m=0.60),
-        "gemini-2.5-flash": ModelPrice(input_per_1m=0.30, output_per_1m=2.50),
-    })
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=lambda: {
+            "gpt-4o": ModelPrice(input_per_1m=2.50, output_per_1m=10.00),
+            "gpt-4o-mini": ModelPrice(input_per_1m=0.15, output_per_1m=0.60),
+            "gemini-2.5-flash": ModelPrice(input_per_1m=0.30, output_per_1m=2.50),
+        }
+    )
     batch_poll_s: float = Field(30.0, gt=0)
     batch_max_wait_s: float = Field(86400.0, gt=0)  # then the build stops; a rerun resumes the same job
     batch_min_requests: int = Field(20, ge=1)  # fewer uncached requests than this go online

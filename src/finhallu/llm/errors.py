@@ -15,8 +15,7 @@ class ProviderError(LLMError):
     """One failed attempt. `retryable` for 429/5xx/timeouts/connection errors; `retry_after` in seconds
     when the server said so."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 retry_after: float | None = None):
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False, retry_after: float | None = None):
         super().__init__(message)
         self.status = status
         self.retryable = retryable

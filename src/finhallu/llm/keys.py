@@ -70,8 +70,8 @@ def resolve_key_source(role: str, cfg: dict) -> tuple[str | None, str | None]:
         where += f" or the Prefect Secret block {cfg['api_key_secret']!r}"
     raise MissingKeyError(
         f"role {role!r} uses {provider}:{cfg['model']} but no API key was found: set {where}"
-        + ("" if cfg.get("api_key_secret") else " (or name a Prefect Secret block in roles."
-           f"{role}.api_key_secret)"))
+        + ("" if cfg.get("api_key_secret") else f" (or name a Prefect Secret block in roles.{role}.api_key_secret)")
+    )
 
 
 def resolve_key(role: str, cfg: dict) -> str | None:

@@ -59,10 +59,25 @@ class Ledger:
         groups: dict[tuple, dict] = {}
         for r in self.rows():
             k = (r["stage"], r["role"], r["provider"], r["model"], r["operation"])
-            g = groups.setdefault(k, {"stage": k[0], "role": k[1], "provider": k[2], "model": k[3],
-                                      "operation": k[4], "calls": 0, "provider_calls": 0, "cache_hits": 0,
-                                      "repairs": 0, "failures": 0, "input_tokens": 0, "output_tokens": 0,
-                                      "cost_usd": 0.0, "latency_s": 0.0})
+            g = groups.setdefault(
+                k,
+                {
+                    "stage": k[0],
+                    "role": k[1],
+                    "provider": k[2],
+                    "model": k[3],
+                    "operation": k[4],
+                    "calls": 0,
+                    "provider_calls": 0,
+                    "cache_hits": 0,
+                    "repairs": 0,
+                    "failures": 0,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cost_usd": 0.0,
+                    "latency_s": 0.0,
+                },
+            )
             g["calls"] += 1
             g["cache_hits"] += int(r["cache_hit"])
             g["provider_calls"] += r["attempts"]

@@ -40,8 +40,13 @@ class Reservation:
 
 
 class ModelLimiter:
-    def __init__(self, rpm: float | None = None, tpm: float | None = None, concurrency: int = 8,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        concurrency: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.rpm, self.tpm, self.concurrency = rpm, tpm, concurrency
         self.clock = clock
         self._lock = threading.Lock()

@@ -20,7 +20,7 @@ OPERATIONS: dict[str, "Operation"] = {}
 SYSTEM = {
     "ko": "당신은 금융 RAG 벤치마크를 만드는 신중한 전문가입니다. 요청한 JSON 스키마에 맞는 JSON 객체 하나만 답하세요.",
     "en": "You are a careful expert building a financial RAG benchmark. Reply with one JSON object that "
-          "matches the requested schema, and nothing else.",
+    "matches the requested schema, and nothing else.",
 }
 
 

@@ -36,9 +36,14 @@ def in_flight(router, roles: Iterable[str]) -> int:
     return min(MAX_THREADS, sum(seen.values()))
 
 
-def map_items(fn: Callable[[T], R], items: Sequence[T], router, roles: Iterable[str],
-              progress: Callable[[int, int], None] | None = None,
-              longest_first: Callable[[T], float] | None = None) -> list[R]:
+def map_items(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    router,
+    roles: Iterable[str],
+    progress: Callable[[int, int], None] | None = None,
+    longest_first: Callable[[T], float] | None = None,
+) -> list[R]:
     """[fn(item) for item in items], concurrently when a role of `roles` calls a remote model.
     `longest_first`: an item's expected number of sequential calls; the longest start first, so
     that few long ones are left running alone at the end (results keep the items' order)."""
@@ -72,6 +77,7 @@ def shared_result(maxsize: int = 512):
     """lru_cache for a pure function that items in flight together call with the same arguments
     (the validations of one chunk's questions all read its facts): the first caller computes, the
     others wait for its result. A plain lru_cache lets every one of them compute it."""
+
     def deco(fn):
         cached = functools.lru_cache(maxsize=maxsize)(fn)
         pending: dict = {}

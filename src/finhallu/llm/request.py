@@ -32,10 +32,15 @@ class LLMRequest:
     @cached_property
     def _key(self) -> str:  # hashed once per request: the cache, the limiter and the ledger all ask for it
         material = {
-            "provider": self.provider, "model": self.model, "endpoint": self.endpoint,
-            "messages": [list(m) for m in self.messages], "schema_name": self.schema_name,
-            "schema": self.json_schema, "params": {k: v for k, v in sorted(self.params.items()) if v is not None},
-            "prompt_version": self.prompt_version, "sample": self.sample,
+            "provider": self.provider,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "messages": [list(m) for m in self.messages],
+            "schema_name": self.schema_name,
+            "schema": self.json_schema,
+            "params": {k: v for k, v in sorted(self.params.items()) if v is not None},
+            "prompt_version": self.prompt_version,
+            "sample": self.sample,
         }
         return hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 

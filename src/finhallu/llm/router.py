@@ -27,7 +27,7 @@ from finhallu.llm.schema import strict_json_schema
 REPAIR = {
     "ko": "이전 답변은 요구한 JSON 형식에 맞지 않았습니다: {error}\n스키마에 맞는 JSON 객체 하나만 다시 답하세요.",
     "en": "Your previous reply did not match the required JSON format: {error}\n"
-          "Reply again with only one JSON object that matches the schema.",
+    "Reply again with only one JSON object that matches the schema.",
 }
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
@@ -46,7 +46,7 @@ def parse_output(text: str | None, model):
     except json.JSONDecodeError as exc:
         start, end = body.find("{"), body.rfind("}")
         try:
-            data = json.loads(body[start:end + 1]) if 0 <= start < end else None
+            data = json.loads(body[start : end + 1]) if 0 <= start < end else None
         except json.JSONDecodeError:
             data = None
         if data is None:
@@ -92,12 +92,12 @@ class DeclaredCalls:
             what = f"role {role!r}" if role not in self.roles else f"operation {op_name!r}"
             raise UndeclaredCallError(
                 f"stage {self.stage} calls {what} ({role}/{op_name}) that its declaration does not list "
-                f"(roles: {sorted(self.roles)}; operations: {sorted(self.operations)})")
+                f"(roles: {sorted(self.roles)}; operations: {sorted(self.operations)})"
+            )
 
 
 class LLMRouter:
-    def __init__(self, roles: dict[str, dict], runtime: LLMRuntime | None = None,
-                 declared: DeclaredCalls | None = None):
+    def __init__(self, roles: dict[str, dict], runtime: LLMRuntime | None = None, declared: DeclaredCalls | None = None):
         self.roles = roles
         self._runtime = runtime
         self.declared = declared  # None: any role (a router made outside a stage: tests, tools)
@@ -154,8 +154,9 @@ class LLMRouter:
         try:
             return parse_output(reply.text, op.output)
         except OutputError as first:
-            repair = request.with_messages(request.messages + (
-                ("assistant", reply.text or ""), ("user", REPAIR.get(lang, REPAIR["en"]).format(error=first))))
+            repair = request.with_messages(
+                request.messages + (("assistant", reply.text or ""), ("user", REPAIR.get(lang, REPAIR["en"]).format(error=first)))
+            )
             try:
                 reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True)
             except ProviderError:
@@ -188,10 +189,15 @@ class LLMRouter:
         op = OPERATIONS[op_name]
         cfg = self.role_config(role)
         messages = op.render(inputs.get("lang", "ko"), inputs)
-        key = json.dumps([cfg["provider"], cfg["model"], get_provider(cfg["provider"]).params(cfg), op_name, messages],
-                         sort_keys=True, ensure_ascii=False, default=str)
-        text = self.runtime.estimate_call(role, op_name, cfg, key, messages,
-                                          lambda: self._offline(role, op_name, inputs).model_dump_json())
+        key = json.dumps(
+            [cfg["provider"], cfg["model"], get_provider(cfg["provider"]).params(cfg), op_name, messages],
+            sort_keys=True,
+            ensure_ascii=False,
+            default=str,
+        )
+        text = self.runtime.estimate_call(
+            role, op_name, cfg, key, messages, lambda: self._offline(role, op_name, inputs).model_dump_json()
+        )
         return op.output.model_validate_json(text)
 
     def _request(self, role: str, op, inputs: dict, sample: int):
@@ -201,10 +207,17 @@ class LLMRouter:
         key = rt.key_for(role, cfg)
         endpoint = provider.endpoint(role, cfg)
         client = provider.client(endpoint, key, rt.settings.timeout_s)
-        request = LLMRequest(provider=cfg["provider"], model=cfg["model"], endpoint=endpoint,
-                             messages=op.render(inputs.get("lang", "ko"), inputs), schema_name=op.name,
-                             json_schema=strict_json_schema(op.output), params=provider.params(cfg),
-                             prompt_version=op.prompt_version(), sample=sample)
+        request = LLMRequest(
+            provider=cfg["provider"],
+            model=cfg["model"],
+            endpoint=endpoint,
+            messages=op.render(inputs.get("lang", "ko"), inputs),
+            schema_name=op.name,
+            json_schema=strict_json_schema(op.output),
+            params=provider.params(cfg),
+            prompt_version=op.prompt_version(),
+            sample=sample,
+        )
         return provider, client, request
 
     async def _many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int]) -> list:
@@ -216,6 +229,8 @@ class LLMRouter:
             built = [self._request(role, op, i, s) for i, s in zip(inputs_list, samples)]
             if built:
                 batch_replies = await asyncio.to_thread(
-                    self.runtime.run_batch, built[0][0], built[0][1], [b[2] for b in built], role, op_name)
-        return await asyncio.gather(*(self.acall(role, op_name, sample=s, _batch=batch_replies, **i)
-                                      for i, s in zip(inputs_list, samples)))
+                    self.runtime.run_batch, built[0][0], built[0][1], [b[2] for b in built], role, op_name
+                )
+        return await asyncio.gather(
+            *(self.acall(role, op_name, sample=s, _batch=batch_replies, **i) for i, s in zip(inputs_list, samples))
+        )

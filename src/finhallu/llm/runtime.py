@@ -37,8 +37,15 @@ BATCH_DISCOUNT = 0.5  # OpenAI Batch API and Gemini batch mode both bill half th
 
 
 class LLMRuntime:
-    def __init__(self, settings=None, cache: CallCache | None = None, stage: str = "adhoc",
-                 sleep=asyncio.sleep, rng=random.random, estimating: bool = False):
+    def __init__(
+        self,
+        settings=None,
+        cache: CallCache | None = None,
+        stage: str = "adhoc",
+        sleep=asyncio.sleep,
+        rng=random.random,
+        estimating: bool = False,
+    ):
         from finhallu.llm.config import LLMConfig
 
         self.settings = settings if settings is not None else LLMConfig()
@@ -63,9 +70,12 @@ class LLMRuntime:
         self.live_failures = 0
         self._stop: LLMError | None = None  # a rejected key or a spent failure budget stops every call
         self._key_locks: dict[str, asyncio.Lock] = {}
-        self.retry = RetryPolicy(max_attempts=self.settings.max_attempts, backoff_base=self.settings.backoff_base_s,
-                                 backoff_max=self.settings.backoff_max_s,
-                                 max_retry_after=self.settings.max_retry_after_s)
+        self.retry = RetryPolicy(
+            max_attempts=self.settings.max_attempts,
+            backoff_base=self.settings.backoff_base_s,
+            backoff_max=self.settings.backoff_max_s,
+            max_retry_after=self.settings.max_retry_after_s,
+        )
 
     @classmethod
     def for_home(cls, home: Path, settings, stage: str) -> "LLMRuntime":
@@ -81,10 +91,18 @@ class LLMRuntime:
     def key_rejected(self, role: str, request: LLMRequest, exc: ProviderError) -> KeyRejected:
         where = self._key_where.get(role)
         if where is None:
-            where = (f"the key its endpoint expects (set roles.{role}.api_key_env)"
-                     if self._keys.get(role) in (None, PLACEHOLDER_KEY) else "its key")
-        return KeyRejected(mask(f"role {role!r} ({request.provider}:{request.model}): the provider refused the API "
-                                f"key (HTTP {exc.status}); check {where}", self._keys.get(role)))
+            where = (
+                f"the key its endpoint expects (set roles.{role}.api_key_env)"
+                if self._keys.get(role) in (None, PLACEHOLDER_KEY)
+                else "its key"
+            )
+        return KeyRejected(
+            mask(
+                f"role {role!r} ({request.provider}:{request.model}): the provider refused the API "
+                f"key (HTTP {exc.status}); check {where}",
+                self._keys.get(role),
+            )
+        )
 
     def _stopped(self) -> LLMError:
         return type(self._stop)(str(self._stop))
@@ -93,12 +111,17 @@ class LLMRuntime:
         """Count a finished provider call; past the stage's failure budget every further call stops."""
         self.live_calls += 1
         self.live_failures += int(failed)
-        if (failed and self._stop is None and self.live_calls >= self.failed_share_min_calls
-                and self.live_failures > self.max_failed_share * self.live_calls):
+        if (
+            failed
+            and self._stop is None
+            and self.live_calls >= self.failed_share_min_calls
+            and self.live_failures > self.max_failed_share * self.live_calls
+        ):
             self._stop = FailureBudgetExceeded(
                 f"stage {self.stage!r}: {self.live_failures} of {self.live_calls} LLM calls failed after retries "
                 f"(more than llm.max_failed_share={self.max_failed_share:g}); stopped instead of hammering the "
-                "provider. Check the provider, then rerun with --retry-failed")
+                "provider. Check the provider, then rerun with --retry-failed"
+            )
 
     def mark_failed(self, request: LLMRequest, error: str) -> None:
         """Record a request as failed for good (invalid output after the repair, say): a rerun keeps the
@@ -130,8 +153,17 @@ class LLMRuntime:
         with self._estimate_lock:
             known = self.estimated_prompts.get(digest)
         if known is not None:
-            self.ledger.add(CallRecord(stage=self.stage, role=role, operation=operation, provider=cfg["provider"],
-                                       model=cfg["model"], request_key="(estimate)", cache_hit=True))
+            self.ledger.add(
+                CallRecord(
+                    stage=self.stage,
+                    role=role,
+                    operation=operation,
+                    provider=cfg["provider"],
+                    model=cfg["model"],
+                    request_key="(estimate)",
+                    cache_hit=True,
+                )
+            )
             return known
         text = answer()
         with self._estimate_lock:
@@ -141,23 +173,50 @@ class LLMRuntime:
         batch = bool(cfg.get("batch")) and getattr(get_provider(cfg["provider"]), "supports_batch", False)
         input_tokens, output_tokens = approx_prompt_tokens(messages), approx_tokens(text)
         output_tokens = min(output_tokens, cfg.get("max_tokens") or output_tokens)
-        self.ledger.add(CallRecord(
-            stage=self.stage, role=role, operation=operation, provider=cfg["provider"], model=cfg["model"],
-            request_key="(estimate)", input_tokens=input_tokens, output_tokens=output_tokens,
-            cost_usd=self.price(cfg["model"], input_tokens, output_tokens, batch), attempts=1, batch=batch,
-            created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds")))
+        self.ledger.add(
+            CallRecord(
+                stage=self.stage,
+                role=role,
+                operation=operation,
+                provider=cfg["provider"],
+                model=cfg["model"],
+                request_key="(estimate)",
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=self.price(cfg["model"], input_tokens, output_tokens, batch),
+                attempts=1,
+                batch=batch,
+                created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            )
+        )
         return text
 
     # ---- one call -----------------------------------------------------------------------
     def record(self, request: LLMRequest, role: str, operation: str, **fields) -> CallRecord:
-        rec = CallRecord(stage=self.stage, role=role, operation=operation, provider=request.provider,
-                         model=request.model, request_key=request.key(),
-                         created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields)
+        rec = CallRecord(
+            stage=self.stage,
+            role=role,
+            operation=operation,
+            provider=request.provider,
+            model=request.model,
+            request_key=request.key(),
+            created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            **fields,
+        )
         self.ledger.add(rec)
         return rec
 
-    async def execute(self, provider, client, request: LLMRequest, role: str, operation: str, *,
-                      repair: bool = False, batch_replies: dict | None = None) -> tuple[LLMReply, CallRecord]:
+    async def execute(
+        self,
+        provider,
+        client,
+        request: LLMRequest,
+        role: str,
+        operation: str,
+        *,
+        repair: bool = False,
+        batch_replies: dict | None = None,
+    ) -> tuple[LLMReply, CallRecord]:
         if self._stop is not None:
             raise self._stopped()
         key = request.key()
@@ -165,9 +224,17 @@ class LLMRuntime:
             reply = batch_replies.pop(key)
             cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=True)
             self._count(False)
-            return reply, self.record(request, role, operation, input_tokens=reply.input_tokens,
-                                      output_tokens=reply.output_tokens, cost_usd=cost, attempts=1, batch=True,
-                                      repair=repair)
+            return reply, self.record(
+                request,
+                role,
+                operation,
+                input_tokens=reply.input_tokens,
+                output_tokens=reply.output_tokens,
+                cost_usd=cost,
+                attempts=1,
+                batch=True,
+                repair=repair,
+            )
         if self.cache is None:
             return await self._send(provider, client, request, role, operation, repair)
         # One request per key at a time: a second caller of the same prompt waits for the first and
@@ -175,17 +242,31 @@ class LLMRuntime:
         async with self._key_lock(key):
             failed = self.cache.failure(key)
             if failed is not None and not self.retry_failed:
-                rec = self.record(request, role, operation, cache_hit=True, repair=repair,
-                                  error=f"recorded failure (not sent again; rerun with --retry-failed): {failed}")
+                rec = self.record(
+                    request,
+                    role,
+                    operation,
+                    cache_hit=True,
+                    repair=repair,
+                    error=f"recorded failure (not sent again; rerun with --retry-failed): {failed}",
+                )
                 raise ProviderError(rec.error, retryable=False)
             hit = None if failed is not None else self.cache.get(key)  # a failed key's cached text was invalid
             if hit is not None:
-                return hit, self.record(request, role, operation, input_tokens=hit.input_tokens,
-                                        output_tokens=hit.output_tokens, cache_hit=True, repair=repair)
+                return hit, self.record(
+                    request,
+                    role,
+                    operation,
+                    input_tokens=hit.input_tokens,
+                    output_tokens=hit.output_tokens,
+                    cache_hit=True,
+                    repair=repair,
+                )
             return await self._send(provider, client, request, role, operation, repair)
 
-    async def _send(self, provider, client, request: LLMRequest, role: str, operation: str,
-                    repair: bool) -> tuple[LLMReply, CallRecord]:
+    async def _send(
+        self, provider, client, request: LLMRequest, role: str, operation: str, repair: bool
+    ) -> tuple[LLMReply, CallRecord]:
         from finhallu.llm.providers.base import unexpected_error
 
         key = request.key()
@@ -217,21 +298,38 @@ class LLMRuntime:
             except (KeyRejected, FailureBudgetExceeded):
                 raise self._stopped() from None
             except Exception as raised:  # a provider maps its SDK's errors; anything else is recorded, not a crash
-                exc = raised if isinstance(raised, ProviderError) else unexpected_error(
-                    f"{request.provider} {request.model}", raised)
+                exc = (
+                    raised
+                    if isinstance(raised, ProviderError)
+                    else unexpected_error(f"{request.provider} {request.model}", raised)
+                )
                 if exc.status in (401, 403):
-                    self.record(request, role, operation, attempts=attempt, repair=repair,
-                                latency_s=round(latency, 3), error=mask(str(exc), self._keys.get(role)))
+                    self.record(
+                        request,
+                        role,
+                        operation,
+                        attempts=attempt,
+                        repair=repair,
+                        latency_s=round(latency, 3),
+                        error=mask(str(exc), self._keys.get(role)),
+                    )
                     if self._stop is None:
                         self._stop = self.key_rejected(role, request, exc)
                     raise self._stopped() from None
                 delay = exc.retry_after if exc.retry_after is not None else self.retry.backoff(attempt, self.rng)
-                give_up = (not exc.retryable or attempt >= self.retry.max_attempts
-                           or (exc.retry_after or 0) > self.retry.max_retry_after)
+                give_up = (
+                    not exc.retryable or attempt >= self.retry.max_attempts or (exc.retry_after or 0) > self.retry.max_retry_after
+                )
                 if give_up:
-                    rec = self.record(request, role, operation, attempts=attempt, repair=repair,
-                                      latency_s=round(latency, 3),
-                                      error=mask(f"{exc} (after {attempt} attempt(s))", self._keys.get(role)))
+                    rec = self.record(
+                        request,
+                        role,
+                        operation,
+                        attempts=attempt,
+                        repair=repair,
+                        latency_s=round(latency, 3),
+                        error=mask(f"{exc} (after {attempt} attempt(s))", self._keys.get(role)),
+                    )
                     self.mark_failed(request, rec.error)
                     self._count(True)
                     if self._stop is not None:
@@ -239,21 +337,37 @@ class LLMRuntime:
                     raise ProviderError(rec.error, status=exc.status, retryable=False) from None
                 if exc.status == 429 and exc.retry_after:
                     limiter.pause(exc.retry_after)  # the provider said the whole model is over: everyone waits
-                log.info("%s %s: %s; retry %d/%d in %.2fs", request.provider, request.model,
-                         mask(str(exc), self._keys.get(role)), attempt + 1, self.retry.max_attempts, delay)
+                log.info(
+                    "%s %s: %s; retry %d/%d in %.2fs",
+                    request.provider,
+                    request.model,
+                    mask(str(exc), self._keys.get(role)),
+                    attempt + 1,
+                    self.retry.max_attempts,
+                    delay,
+                )
                 await self.sleep(delay)
         self._count(False)
         if self.cache is not None and reply.text is not None:
             self.cache.put(key, request.provider, request.model, request.schema_name, reply)
             self.cache.clear_failure(key)
         cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=False)
-        return reply, self.record(request, role, operation, input_tokens=reply.input_tokens,
-                                  output_tokens=reply.output_tokens, cost_usd=cost, latency_s=round(latency, 3),
-                                  attempts=attempt, repair=repair)
+        return reply, self.record(
+            request,
+            role,
+            operation,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            cost_usd=cost,
+            latency_s=round(latency, 3),
+            attempts=attempt,
+            repair=repair,
+        )
 
     # ---- batch --------------------------------------------------------------------------
-    def run_batch(self, provider, client, requests: list[LLMRequest], role: str, operation: str,
-                  wall_sleep=time.sleep) -> dict[str, LLMReply]:
+    def run_batch(
+        self, provider, client, requests: list[LLMRequest], role: str, operation: str, wall_sleep=time.sleep
+    ) -> dict[str, LLMReply]:
         """Submit (or resume) one batch job for the uncached requests; return its replies by key.
 
         The job id is stored before the first poll, so an interrupted build resumes polling the
@@ -263,8 +377,11 @@ class LLMRuntime:
             return {}
         failed = self.cache.failed_keys()
         # Not cached, and not a recorded failure (unless this run retries those).
-        todo = [r for r in requests if (r.key() in failed and self.retry_failed)
-                or (r.key() not in failed and self.cache.get(r.key()) is None)]
+        todo = [
+            r
+            for r in requests
+            if (r.key() in failed and self.retry_failed) or (r.key() not in failed and self.cache.get(r.key()) is None)
+        ]
         todo = list({r.key(): r for r in todo}.values())
         if len(todo) < self.settings.batch_min_requests:
             return {}
@@ -276,13 +393,22 @@ class LLMRuntime:
             from finhallu.llm.providers.base import transport_error, unexpected_error
 
             who = f"{provider.name} {todo[0].model}"
-            err = exc if isinstance(exc, ProviderError) else (self._batch_api_error(who, exc)
-                                                             or transport_error(who, exc) or unexpected_error(who, exc))
+            err = (
+                exc
+                if isinstance(exc, ProviderError)
+                else (self._batch_api_error(who, exc) or transport_error(who, exc) or unexpected_error(who, exc))
+            )
             if err.status in (401, 403):
                 self._stop = self.key_rejected(role, todo[0], err)
                 raise self._stopped() from None
-            log.warning("stage %s: the %s batch job for %d %s requests failed (%s); they go online instead",
-                        self.stage, provider.name, len(todo), operation, mask(str(err), self._keys.get(role)))
+            log.warning(
+                "stage %s: the %s batch job for %d %s requests failed (%s); they go online instead",
+                self.stage,
+                provider.name,
+                len(todo),
+                operation,
+                mask(str(err), self._keys.get(role)),
+            )
             return {}
 
     @staticmethod
@@ -293,13 +419,18 @@ class LLMRuntime:
             return ProviderError(f"{who}: HTTP {status}: {' '.join(str(exc).split())[:300]}", status=status)
         return None
 
-    def _run_batch(self, provider, client, todo: list[LLMRequest], role: str, operation: str,
-                   wall_sleep) -> dict[str, LLMReply]:
+    def _run_batch(self, provider, client, todo: list[LLMRequest], role: str, operation: str, wall_sleep) -> dict[str, LLMReply]:
         keys = sorted(r.key() for r in todo)
         batch_key = hashlib.sha256("\n".join(keys).encode()).hexdigest()
         job = self.cache.batch_job(batch_key)
-        if job is None or job["status"] in ("failed", "expired", "cancelled", "JOB_STATE_FAILED",
-                                             "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"):
+        if job is None or job["status"] in (
+            "failed",
+            "expired",
+            "cancelled",
+            "JOB_STATE_FAILED",
+            "JOB_STATE_CANCELLED",
+            "JOB_STATE_EXPIRED",
+        ):
             job_id = provider.submit_batch(client, todo, f"finhallu-{self.stage}-{operation}-{batch_key[:12]}")
             self.cache.save_batch_job(batch_key, request_provider(todo), todo[0].model, job_id, keys, "submitted")
             log.info("submitted %s batch %s (%d requests)", provider.name, job_id, len(todo))
@@ -313,8 +444,10 @@ class LLMRuntime:
             if results is not None:
                 break
             if waited >= self.settings.batch_max_wait_s:
-                raise BatchPending(f"{provider.name} batch {job_id} for stage {self.stage!r} ({operation}) is still "
-                                   f"{status} after {waited:.0f}s; rerun the build to resume polling it")
+                raise BatchPending(
+                    f"{provider.name} batch {job_id} for stage {self.stage!r} ({operation}) is still "
+                    f"{status} after {waited:.0f}s; rerun the build to resume polling it"
+                )
             wall_sleep(self.settings.batch_poll_s)
             waited += self.settings.batch_poll_s
         if "__batch__" in results:

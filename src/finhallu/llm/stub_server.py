@@ -102,6 +102,7 @@ def cooperative_responder(schema_name: str, schema: dict, messages: list[tuple[s
 def replay_responder(answers: dict[str, str], fallback: Responder = cooperative_responder) -> Responder:
     """Answers recorded by a dry run (`finhallu.estimate.dry_run(answers=...)`), by prompt: a model
     that decides as the rules backend does; prompts it has not seen get `fallback`'s answer."""
+
     def respond(schema_name: str, schema: dict, messages: list[tuple[str, str]]) -> dict:
         known = answers.get(prompt_digest(messages))
         if known is None:
@@ -134,8 +135,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *a):  # quiet
         pass
 
-    def _send(self, status: int, body, headers: dict | None = None, raw: bytes | None = None,
-              content_type: str = "application/json", truncate: bool = False):
+    def _send(
+        self,
+        status: int,
+        body,
+        headers: dict | None = None,
+        raw: bytes | None = None,
+        content_type: str = "application/json",
+        truncate: bool = False,
+    ):
         data = raw if raw is not None else json.dumps(body, ensure_ascii=False).encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -167,8 +175,11 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         self.stub._note_fault(kind)
         status = 429 if kind == "429" else 500
-        self._send(status, {"error": {"message": f"stub fault {status}", "code": status}},
-                   {"retry-after-ms": "10", "Retry-After": "0"} if status == 429 else None)
+        self._send(
+            status,
+            {"error": {"message": f"stub fault {status}", "code": status}},
+            {"retry-after-ms": "10", "Retry-After": "0"} if status == 429 else None,
+        )
         return True
 
     def _body(self) -> bytes:
@@ -219,17 +230,30 @@ class _Handler(BaseHTTPRequestHandler):
             if kind is None:
                 return False, None
             self.stub._note_fault(kind)
-            action = {"429": ("status", 429, {"retry-after-ms": "10", "Retry-After": "0"}),
-                      "500": ("status", 500), "timeout": ("hold",), "html": ("html",),
-                      "truncated": ("truncated",), "schema": ("text", "[1, 2, 3]")}[kind]
+            action = {
+                "429": ("status", 429, {"retry-after-ms": "10", "Retry-After": "0"}),
+                "500": ("status", 500),
+                "timeout": ("hold",),
+                "html": ("html",),
+                "truncated": ("truncated",),
+                "schema": ("text", "[1, 2, 3]"),
+            }[kind]
         else:
             self.stub._note_fault(action[0])
         kind = action[0]
         if kind == "status":
             status, headers = action[1], (action[2] if len(action) > 2 else {})
-            self._send(status, {"error": {"message": f"stub fault {status}", "code": status,
-                                          "type": "rate_limit_error" if status == 429 else "server_error"}},
-                       headers)
+            self._send(
+                status,
+                {
+                    "error": {
+                        "message": f"stub fault {status}",
+                        "code": status,
+                        "type": "rate_limit_error" if status == 429 else "server_error",
+                    }
+                },
+                headers,
+            )
             return True, None
         if kind == "sleep":
             time.sleep(action[1])
@@ -239,31 +263,35 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return True, None
         if kind == "body":  # a 200 whose body is not the API's JSON (a broken proxy, a captive portal)
-            self._send(200, None, raw=action[1].encode(),
-                       content_type=action[2] if len(action) > 2 else "application/json")
+            self._send(200, None, raw=action[1].encode(), content_type=action[2] if len(action) > 2 else "application/json")
             return True, None
         if kind == "html":  # a gateway's HTML error page with a 200, as it really comes
-            self._send(200, None, raw=(action[1] if len(action) > 1 else GATEWAY_PAGE).encode(),
-                       content_type="text/html; charset=utf-8")
+            self._send(
+                200, None, raw=(action[1] if len(action) > 1 else GATEWAY_PAGE).encode(), content_type="text/html; charset=utf-8"
+            )
             return True, None
         if kind == "truncated":
             return False, ("truncated", None)
         return False, (kind, action[1] if len(action) > 1 else None)
 
     def _chat(self, req: dict, raw: bytes = b""):
-        messages = [(m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
-                    for m in req["messages"]]
+        messages = [
+            (m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])) for m in req["messages"]
+        ]
         fmt = req.get("response_format") or {}
         schema_name = (fmt.get("json_schema") or {}).get("name", "")
         schema = (fmt.get("json_schema") or {}).get("schema", {})
         with self.stub.lock:
-            self.stub.requests.append({"kind": "chat", "model": req["model"], "schema": schema_name,
-                                  "fp": hashlib.sha256(raw).hexdigest()[:16]})
+            self.stub.requests.append(
+                {"kind": "chat", "model": req["model"], "schema": schema_name, "fp": hashlib.sha256(raw).hexdigest()[:16]}
+            )
         retry_after = self.stub._admit()
         if retry_after is not None:
-            return self._send(429, {"error": {"message": "Rate limit reached", "type": "requests",
-                                              "code": "rate_limit_exceeded"}},
-                              {"Retry-After": f"{retry_after:.2f}"})
+            return self._send(
+                429,
+                {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
+                {"Retry-After": f"{retry_after:.2f}"},
+            )
         with self.stub.lock:
             self.stub.inflight += 1
             self.stub.max_inflight = max(self.stub.max_inflight, self.stub.inflight)
@@ -278,39 +306,66 @@ class _Handler(BaseHTTPRequestHandler):
             return
         text, pt, ct = self.stub._answer(schema_name, schema, messages)
         text = self.stub._apply_override(text, override)
-        self._send(truncate=override is not None and override[0] == "truncated", status=200, body={
-            "id": f"chatcmpl-{hashlib.sha1(text.encode()).hexdigest()[:12]}", "object": "chat.completion",
-            "created": int(time.time()), "model": req["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                         "finish_reason": "stop", "logprobs": None}],
-            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}})
+        self._send(
+            truncate=override is not None and override[0] == "truncated",
+            status=200,
+            body={
+                "id": f"chatcmpl-{hashlib.sha1(text.encode()).hexdigest()[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": req["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+            },
+        )
 
     def _generate(self, model: str, req: dict, raw: bytes = b""):
         with self.stub.lock:
-            self.stub.requests.append({"kind": "generate", "model": model, "schema": "",
-                                  "fp": hashlib.sha256(raw).hexdigest()[:16]})
+            self.stub.requests.append(
+                {"kind": "generate", "model": model, "schema": "", "fp": hashlib.sha256(raw).hexdigest()[:16]}
+            )
         retry_after = self.stub._admit()
         if retry_after is not None:
-            return self._send(429, {"error": {"code": 429, "message": "Resource has been exhausted",
-                                              "status": "RESOURCE_EXHAUSTED"}},
-                              {"Retry-After": f"{retry_after:.2f}"})
+            return self._send(
+                429,
+                {"error": {"code": 429, "message": "Resource has been exhausted", "status": "RESOURCE_EXHAUSTED"}},
+                {"Retry-After": f"{retry_after:.2f}"},
+            )
         sent, override = self._fault(f"generate|{model}|" + hashlib.sha256(raw).hexdigest())
         if sent:
             return
         if self.stub.latency_s:
             time.sleep(self.stub.latency_s)
-        self._send(200, self.stub._gemini_response(model, req, override),
-                   truncate=override is not None and override[0] == "truncated")
+        self._send(
+            200, self.stub._gemini_response(model, req, override), truncate=override is not None and override[0] == "truncated"
+        )
 
 
 class StubLLM:
     """`with StubLLM() as stub:` serves on 127.0.0.1:<port>; `stub.openai_base` / `stub.gemini_base`."""
 
-    def __init__(self, *, latency_s: float = 0.0, rpm_limit: float | None = None,
-                 responder: Responder = default_responder, batch_polls_until_done: int = 1,
-                 port: int = 0, usage_tokens: tuple[int, int] | None = None, fault_rate: float = 0.0,
-                 fault_kinds: tuple[str, ...] = FAULT_KINDS, fault_seed: int = 0, fault_hold_s: float = 120.0,
-                 batch_api: bool = True):
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        rpm_limit: float | None = None,
+        responder: Responder = default_responder,
+        batch_polls_until_done: int = 1,
+        port: int = 0,
+        usage_tokens: tuple[int, int] | None = None,
+        fault_rate: float = 0.0,
+        fault_kinds: tuple[str, ...] = FAULT_KINDS,
+        fault_seed: int = 0,
+        fault_hold_s: float = 120.0,
+        batch_api: bool = True,
+    ):
         unknown = set(fault_kinds) - set(FAULT_KINDS)
         if unknown or not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault kinds are {FAULT_KINDS} (got {sorted(unknown)}), the rate a share in [0, 1]")
@@ -395,7 +450,7 @@ class StubLLM:
             n = self._seen.get(fingerprint, 0)
             self._seen[fingerprint] = n + 1
         h = hashlib.sha256(f"{self.fault_seed}|{fingerprint}|{n}".encode()).digest()
-        if int.from_bytes(h[:8], "big") / 2 ** 64 >= self.fault_rate:
+        if int.from_bytes(h[:8], "big") / 2**64 >= self.fault_rate:
             return None
         return self.fault_kinds[int.from_bytes(h[8:16], "big") % len(self.fault_kinds)]
 
@@ -424,7 +479,6 @@ class StubLLM:
         # Usage as finhallu.llm.tokens approximates it (no tokenizer here; see there).
         return text, approx_prompt_tokens(messages), approx_tokens(text)
 
-
     @staticmethod
     def _apply_override(text: str, ov: tuple | None) -> str | None:
         if ov is None:
@@ -442,35 +496,43 @@ class StubLLM:
         if si:
             messages.append(("system", "".join(p.get("text", "") for p in si.get("parts", []))))
         for c in req.get("contents", []):
-            messages.append(("assistant" if c.get("role") == "model" else "user",
-                             "".join(p.get("text", "") for p in c.get("parts", []))))
+            messages.append(
+                ("assistant" if c.get("role") == "model" else "user", "".join(p.get("text", "") for p in c.get("parts", [])))
+            )
         gen = req.get("generationConfig") or {}
         schema = gen.get("responseJsonSchema") or gen.get("responseSchema") or {}
         text, pt, ct = self._answer("", schema, messages)
         text = self._apply_override(text, override)
         if text is None:
             return {}
-        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP",
-                                "index": 0}],
-                "usageMetadata": {"promptTokenCount": pt, "candidatesTokenCount": ct, "totalTokenCount": pt + ct},
-                "modelVersion": model}
+        return {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": pt, "candidatesTokenCount": ct, "totalTokenCount": pt + ct},
+            "modelVersion": model,
+        }
 
     # ---- OpenAI files and batches ---------------------------------------------------------
     def _upload(self, content_type: str, raw: bytes) -> dict:
         msg = email.parser.BytesParser(policy=email.policy.default).parsebytes(
-            f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+            f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+        )
         fields = {}
         for part in msg.iter_parts():
-            fields[part.get_param("name", header="content-disposition")] = (part.get_filename(),
-                                                                             part.get_payload(decode=True))
+            fields[part.get_param("name", header="content-disposition")] = (part.get_filename(), part.get_payload(decode=True))
         fid = f"file-{hashlib.sha1(raw).hexdigest()[:16]}"
         filename, data = fields["file"]
         self.files[fid] = data
         with self.lock:
             self.requests.append({"kind": "file_upload", "model": "", "schema": ""})
-        return {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
-                "filename": filename or "batch.jsonl", "purpose": (fields.get("purpose") or (None, b"batch"))[1].decode(),
-                "status": "processed"}
+        return {
+            "id": fid,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename or "batch.jsonl",
+            "purpose": (fields.get("purpose") or (None, b"batch"))[1].decode(),
+            "status": "processed",
+        }
 
     def _openai_batch_create(self, req: dict) -> dict:
         bid = f"batch_{len(self.batches) + 1:04d}{hashlib.sha1(req['input_file_id'].encode()).hexdigest()[:8]}"
@@ -482,11 +544,20 @@ class StubLLM:
     def _openai_batch_obj(self, bid: str, status: str, out: str | None = None) -> dict:
         b = self.batches[bid]
         n = len(self.files[b["req"]["input_file_id"]].splitlines())
-        return {"id": bid, "object": "batch", "endpoint": b["req"]["endpoint"], "errors": None,
-                "input_file_id": b["req"]["input_file_id"], "completion_window": b["req"]["completion_window"],
-                "status": status, "output_file_id": out, "error_file_id": None, "created_at": b["created_at"],
-                "request_counts": {"total": n, "completed": n if out else 0, "failed": 0},
-                "metadata": b["req"].get("metadata")}
+        return {
+            "id": bid,
+            "object": "batch",
+            "endpoint": b["req"]["endpoint"],
+            "errors": None,
+            "input_file_id": b["req"]["input_file_id"],
+            "completion_window": b["req"]["completion_window"],
+            "status": status,
+            "output_file_id": out,
+            "error_file_id": None,
+            "created_at": b["created_at"],
+            "request_counts": {"total": n, "completed": n if out else 0, "failed": 0},
+            "metadata": b["req"].get("metadata"),
+        }
 
     def _openai_batch_poll(self, bid: str) -> dict:
         b = self.batches[bid]
@@ -503,16 +574,30 @@ class StubLLM:
                 fmt = (body.get("response_format") or {}).get("json_schema") or {}
                 messages = [(m["role"], m["content"]) for m in body["messages"]]
                 text, pt, ct = self._answer(fmt.get("name", ""), fmt.get("schema", {}), messages)
-                lines.append(json.dumps({"id": f"batch_req_{len(lines)}", "custom_id": item["custom_id"],
-                                         "response": {"status_code": 200, "request_id": f"req_{len(lines)}",
-                                                      "body": {"id": "chatcmpl-b", "object": "chat.completion",
-                                                               "created": 0, "model": body["model"],
-                                                               "choices": [{"index": 0, "finish_reason": "stop",
-                                                                            "message": {"role": "assistant",
-                                                                                        "content": text}}],
-                                                               "usage": {"prompt_tokens": pt, "completion_tokens": ct,
-                                                                         "total_tokens": pt + ct}}},
-                                         "error": None}, ensure_ascii=False))
+                lines.append(
+                    json.dumps(
+                        {
+                            "id": f"batch_req_{len(lines)}",
+                            "custom_id": item["custom_id"],
+                            "response": {
+                                "status_code": 200,
+                                "request_id": f"req_{len(lines)}",
+                                "body": {
+                                    "id": "chatcmpl-b",
+                                    "object": "chat.completion",
+                                    "created": 0,
+                                    "model": body["model"],
+                                    "choices": [
+                                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                                    ],
+                                    "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+                                },
+                            },
+                            "error": None,
+                        },
+                        ensure_ascii=False,
+                    )
+                )
             oid = f"file-out-{bid}"
             self.files[oid] = ("\n".join(lines) + "\n").encode()
             b["output"] = oid
@@ -524,26 +609,46 @@ class StubLLM:
         self.batches[name] = {"kind": "gemini", "model": model, "req": req, "polls": 0}
         with self.lock:
             self.requests.append({"kind": "batch_create", "model": model, "schema": ""})
-        return {"name": name, "metadata": {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
-                                           "model": f"models/{model}", "displayName": req["batch"].get("displayName"),
-                                           "state": "BATCH_STATE_PENDING", "name": name}}
+        return {
+            "name": name,
+            "metadata": {
+                "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+                "model": f"models/{model}",
+                "displayName": req["batch"].get("displayName"),
+                "state": "BATCH_STATE_PENDING",
+                "name": name,
+            },
+        }
 
     def _gemini_batch_poll(self, name: str) -> dict:
         b = self.batches[name]
         with self.lock:
             self.requests.append({"kind": "batch_poll", "model": b["model"], "schema": ""})
         b["polls"] += 1
-        meta = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
-                "model": f"models/{b['model']}", "state": "BATCH_STATE_RUNNING", "name": name}
+        meta = {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+            "model": f"models/{b['model']}",
+            "state": "BATCH_STATE_RUNNING",
+            "name": name,
+        }
         if b["polls"] < self.batch_polls_until_done:
             return {"name": name, "metadata": meta}
         responses = []
         for item in b["req"]["batch"]["inputConfig"]["requests"]["requests"]:
-            responses.append({"response": self._gemini_response(b["model"], item["request"]),
-                              "metadata": item.get("metadata")})
-        meta.update(state="BATCH_STATE_SUCCEEDED",
-                    output={"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
-                            "inlinedResponses": {"inlinedResponses": responses}})
-        return {"name": name, "metadata": meta, "done": True,
-                "response": {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
-                             "inlinedResponses": {"inlinedResponses": responses}}}
+            responses.append({"response": self._gemini_response(b["model"], item["request"]), "metadata": item.get("metadata")})
+        meta.update(
+            state="BATCH_STATE_SUCCEEDED",
+            output={
+                "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+                "inlinedResponses": {"inlinedResponses": responses},
+            },
+        )
+        return {
+            "name": name,
+            "metadata": meta,
+            "done": True,
+            "response": {
+                "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+                "inlinedResponses": {"inlinedResponses": responses},
+            },
+        }

@@ -60,8 +60,10 @@ class GateResult:
             if r["outcome"] == "error":
                 lines.append(f"  ERROR {what}: expectation raised inside Great Expectations: {r['detail']}")
             else:
-                lines.append(f"  FAILED {what}: {r['unexpected_count'] if r['unexpected_count'] is not None else '?'} "
-                             f"unexpected; {r['detail'] or ''} offending rows: {r['sample']}")
+                lines.append(
+                    f"  FAILED {what}: {r['unexpected_count'] if r['unexpected_count'] is not None else '?'} "
+                    f"unexpected; {r['detail'] or ''} offending rows: {r['sample']}"
+                )
         return f"gate for table {self.table!r} {self.outcome}:\n" + "\n".join(lines)
 
 
@@ -148,8 +150,9 @@ def _validate(frame: pl.DataFrame, expectations: list, suite_name: str, sample_c
         suite = ctx.suites.add(gx.ExpectationSuite(name=f"{suite_name}-{uuid.uuid4().hex[:8]}", expectations=expectations))
         vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=suite.name, data=batch, suite=suite))
     try:
-        res = vd.run(batch_parameters={"dataframe": pdf},
-                     result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5})
+        res = vd.run(
+            batch_parameters={"dataframe": pdf}, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}
+        )
     finally:  # one context serves the whole process (a long-lived API, many builds): don't pile up suites
         with _lock:
             ctx.validation_definitions.delete(vd.name)
@@ -169,18 +172,22 @@ def _validate(frame: pl.DataFrame, expectations: list, suite_name: str, sample_c
             idx = result.get("partial_unexpected_index_list") or []
             cols = [c for c in sample_cols if c in frame.columns] + ([column] if column and column not in sample_cols else [])
             if idx and cols:
-                sample = json.dumps(frame[[int(i) for i in idx[:5]]].select(cols).to_dicts(), ensure_ascii=False, default=str)[:1500]
+                sample = json.dumps(frame[[int(i) for i in idx[:5]]].select(cols).to_dicts(), ensure_ascii=False, default=str)[
+                    :1500
+                ]
             elif result.get("observed_value") is not None:
                 sample = json.dumps({"observed_value": result.get("observed_value")}, ensure_ascii=False, default=str)[:500]
-        out.append({
-            "suite": suite_name,
-            "expectation": cfg.type,
-            "column_name": column,
-            "outcome": "error" if raised else ("passed" if r.success else "failed"),
-            "unexpected_count": result.get("unexpected_count"),
-            "sample": sample,
-            "detail": detail,
-        })
+        out.append(
+            {
+                "suite": suite_name,
+                "expectation": cfg.type,
+                "column_name": column,
+                "outcome": "error" if raised else ("passed" if r.success else "failed"),
+                "unexpected_count": result.get("unexpected_count"),
+                "sample": sample,
+                "detail": detail,
+            }
+        )
     return out
 
 
@@ -196,9 +203,17 @@ def run_gate(table: str, df: pl.DataFrame, parents: dict[str, pl.DataFrame], rul
         try:
             derived = rule.derive(df, parents)
         except Exception as exc:  # a rule that cannot run is an error, not a pass
-            result.rows.append({"suite": f"{table}.{rule.name}", "expectation": rule.name, "column_name": None,
-                                "outcome": "error", "unexpected_count": None, "sample": None,
-                                "detail": f"{type(exc).__name__}: {exc}"})
+            result.rows.append(
+                {
+                    "suite": f"{table}.{rule.name}",
+                    "expectation": rule.name,
+                    "column_name": None,
+                    "outcome": "error",
+                    "unexpected_count": None,
+                    "sample": None,
+                    "detail": f"{type(exc).__name__}: {exc}",
+                }
+            )
             continue
         exp = gxe.ExpectColumnValuesToBeInSet(column="ok", value_set=[True], meta={"rule": rule.description})
         rows = _validate(derived, [exp], f"{table}.{rule.name}", [c for c in derived.columns if c != "ok"])

@@ -14,7 +14,6 @@ from typing import Callable
 import polars as pl
 
 
-
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -23,8 +22,12 @@ class Rule:
 
 
 def _institution_one_split(df: pl.DataFrame, _: dict) -> pl.DataFrame:
-    return (df.group_by("source", "institution").agg(pl.col("split").unique().sort().alias("splits"))
-            .with_columns(ok=pl.col("splits").list.len() == 1).sort("source", "institution"))
+    return (
+        df.group_by("source", "institution")
+        .agg(pl.col("split").unique().sort().alias("splits"))
+        .with_columns(ok=pl.col("splits").list.len() == 1)
+        .sort("source", "institution")
+    )
 
 
 # Shared by ingest (documents) and assemble (samples): no institution straddles two splits.

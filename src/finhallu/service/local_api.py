@@ -98,9 +98,22 @@ class HomeAPI:
         env.pop("PREFECT_API_URL", None)
         with open(self.home / "prefect" / "api.log", "ab") as log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "finhallu.service.local_api", "--home", str(self.home), "--port", str(port),
-                 "--idle-s", idle],
-                env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "finhallu.service.local_api",
+                    "--home",
+                    str(self.home),
+                    "--port",
+                    str(port),
+                    "--idle-s",
+                    idle,
+                ],
+                env=env,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         self._pending = f"http://127.0.0.1:{port}/api"
         return self
@@ -187,8 +200,9 @@ def main() -> None:  # the server process itself
     threading.Thread(target=_watchdog, args=(Path(args.home), args.port, args.idle_s), daemon=True).start()
     import uvicorn
 
-    uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=args.port,
-                log_level="error", lifespan="on")
+    uvicorn.run(
+        "prefect.server.api.server:create_app", factory=True, host="127.0.0.1", port=args.port, log_level="error", lifespan="on"
+    )
 
 
 if __name__ == "__main__":

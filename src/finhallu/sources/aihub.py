@@ -57,7 +57,7 @@ def _locate(context: str, needle: str | None, start: int | None) -> tuple[int | 
     """Offset of needle in the cleaned context: the given one if it still holds, else the nearest match."""
     if not needle:
         return None, False
-    if start is not None and context[start:start + len(needle)] == needle:
+    if start is not None and context[start : start + len(needle)] == needle:
         return start, False
     hits = [m.start() for m in re.finditer(re.escape(needle), context)]
     if not hits:
@@ -197,8 +197,9 @@ def load_aihub(path: Path) -> Iterator[LoadedDoc | Quarantined]:
                 yield from _load_doc(origin, i, doc)
             except Exception as exc:  # one unreadable document must not cost the file's others
                 doc_id = doc.get("doc_id") if isinstance(doc, dict) else None
-                yield Quarantined("aihub", origin, f"data[{i}]" + (f" doc_id={doc_id}" if doc_id else ""), None,
-                                  f"{type(exc).__name__}: {exc}")
+                yield Quarantined(
+                    "aihub", origin, f"data[{i}]" + (f" doc_id={doc_id}" if doc_id else ""), None, f"{type(exc).__name__}: {exc}"
+                )
 
 
 def _load_doc(origin: str, index: int, doc) -> Iterator[LoadedDoc | Quarantined]:
@@ -228,8 +229,9 @@ def _load_doc(origin: str, index: int, doc) -> Iterator[LoadedDoc | Quarantined]
             try:
                 qas.append(_qa_row(doc_id, block_id, context, qa, fin_legal="answer" in qa))
             except BadField as exc:
-                yield Quarantined("aihub", origin, f"{record} paragraphs[{j}].qas[{k}] question_id={qa.get('question_id')}",
-                                  exc.field, str(exc))
+                yield Quarantined(
+                    "aihub", origin, f"{record} paragraphs[{j}].qas[{k}] question_id={qa.get('question_id')}", exc.field, str(exc)
+                )
     if not blocks:
         yield Quarantined("aihub", origin, record, "paragraphs", "document has no usable paragraph")
         return

@@ -30,8 +30,13 @@ def _text(el) -> str:
 def _table_md(table) -> str:
     rows = []
     for tr in table.iter("TR"):
-        rows.append([(_text(c), span(c.get("ROWSPAN")), span(c.get("COLSPAN")))
-                     for c in tr if isinstance(c.tag, str) and c.tag in _CELL_TAGS])
+        rows.append(
+            [
+                (_text(c), span(c.get("ROWSPAN")), span(c.get("COLSPAN")))
+                for c in tr
+                if isinstance(c.tag, str) and c.tag in _CELL_TAGS
+            ]
+        )
     return grid_to_markdown(rows)
 
 
@@ -128,8 +133,13 @@ def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
         yield Quarantined("dart", str(path), None, "BODY", "document has no text")
         return
     if not re.search(r"</DOCUMENT>\s*$", text[-2000:]):
-        yield Quarantined("dart", str(path), doc_id, "file", "the file ends before </DOCUMENT> (truncated?): "
-                          "the document was loaded from the part that is there")
+        yield Quarantined(
+            "dart",
+            str(path),
+            doc_id,
+            "file",
+            "the file ends before </DOCUMENT> (truncated?): the document was loaded from the part that is there",
+        )
     yield LoadedDoc(
         doc_id=doc_id,
         source="dart",

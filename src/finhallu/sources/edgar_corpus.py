@@ -79,6 +79,7 @@ def item_title(item: str, year: int | None) -> str:
 
 # --------------------------------------------------------------------------- paragraphs
 
+
 def _rewrap(lines: list[str]) -> str:
     """Join hard-wrapped lines into one paragraph; column-aligned text keeps its lines."""
     lines = [ln.rstrip() for ln in lines if ln.strip()]
@@ -128,8 +129,11 @@ def _line_paragraphs(lines: list[str]) -> list[list[str]]:
     groups: list[list[str]] = []
     for ln in lines:
         prev = groups[-1][-1].rstrip() if groups else ""
-        if (len(prev) >= 100 and not prev.endswith((".", ":", ";", "?", "!", '"', "”", "'", "’", ")"))
-                and ln.lstrip()[:1].islower()):
+        if (
+            len(prev) >= 100
+            and not prev.endswith((".", ":", ";", "?", "!", '"', "”", "'", "’", ")"))
+            and ln.lstrip()[:1].islower()
+        ):
             groups[-1].append(ln)
         else:
             groups.append([ln])
@@ -185,6 +189,7 @@ def _upper(line: str) -> bool:
 
 # --------------------------------------------------------------------------- metadata
 
+
 @lru_cache(maxsize=16)
 def _metadata(csv_path: str, _mtime: int) -> tuple[dict[str, dict], dict[str, dict]]:
     by_name: dict[str, dict] = {}
@@ -223,6 +228,7 @@ def clean_company(name: str) -> str:
 
 # --------------------------------------------------------------------------- loader
 
+
 @register_source("edgar_corpus", patterns=("*.json",))
 def load_edgar_corpus(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     try:
@@ -260,8 +266,13 @@ def load_edgar_corpus(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     meta = _csv_row(path, filename, cik)
     company = (meta or {}).get("Company") or data.get("company") or _company_from_text(items) or f"CIK {cik}"
     company = clean_company(str(company)) or f"CIK {cik}"
-    published = (data.get("period_of_report") or (meta or {}).get("Period of Report")
-                 or data.get("filing_date") or (meta or {}).get("Filing Date") or None)
+    published = (
+        data.get("period_of_report")
+        or (meta or {}).get("Period of Report")
+        or data.get("filing_date")
+        or (meta or {}).get("Filing Date")
+        or None
+    )
 
     doc_id = f"sec10k-{cik}-{year or 'na'}"
     blocks: list[Block] = []

@@ -22,8 +22,11 @@ _PREFIX = re.compile(r"^[$€£¥₩]$|^\(\s*[$€£¥₩]?$")  # "$", "($", "("
 _SUFFIX = re.compile(r"^(%|\)|%\)|\)%|pts?|bps)$")
 _NUMERIC = re.compile(r"^[(\-−–—]?\s*[$€£¥₩]?\s*\(?[\d.,]+\)?\s*%?\)?$|^[—–-]+$")
 _YEAR = re.compile(r"^(19|20)\d{2}$")
-_UNIT = re.compile(r"\([^()]{0,30}?\bin (?:thousands|millions|billions)[^)]*\)"
-                   r"|\bin (?:thousands|millions|billions)(?:,? except [^.|)]*)?", re.IGNORECASE)
+_UNIT = re.compile(
+    r"\([^()]{0,30}?\bin (?:thousands|millions|billions)[^)]*\)"
+    r"|\bin (?:thousands|millions|billions)(?:,? except [^.|)]*)?",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -64,7 +67,7 @@ def place(rows: list[list[tuple[str, int, int]]]) -> list[list[Cell]]:
 
 
 def merge_symbols(row: list[Cell]) -> list[Cell]:
-    """"$" joins the value to its right, "%" and ")" the value to their left; spacers go."""
+    """ "$" joins the value to its right, "%" and ")" the value to their left; spacers go."""
     out: list[Cell] = []
     pending: Cell | None = None
     for cell in row:
@@ -137,8 +140,8 @@ def _bands_from_occupancy(rows: list[list[Cell]], label_end: int) -> list[tuple[
     bands: list[list[int]] = []
     for col in cols:
         if bands and not any(
-                any(bands[-1][0] <= c.col < bands[-1][1] for c in row) and any(c.col == col for c in row if c.text)
-                for row in rows):
+            any(bands[-1][0] <= c.col < bands[-1][1] for c in row) and any(c.col == col for c in row if c.text) for row in rows
+        ):
             bands[-1][1] = col + 1
         else:
             bands.append([col, col + 1])
@@ -165,8 +168,10 @@ def to_markdown(rows: list[list[tuple[str, int, int]]]) -> tuple[str, str]:
     bands = _bands_from_header(header, value_rows, label_end) if header else None
     if bands is None:
         bands = _bands_from_occupancy(value_rows + [[c for c in r if c.col >= label_end] for r in header], label_end)
-    titles = [" ".join(c.text for r in header for c in r if c.text and c.col < b and c.end > a
-                       and not _UNIT.fullmatch(c.text)).strip() for a, b in bands]
+    titles = [
+        " ".join(c.text for r in header for c in r if c.text and c.col < b and c.end > a and not _UNIT.fullmatch(c.text)).strip()
+        for a, b in bands
+    ]
     label_title = " ".join(c.text for r in header for c in r if c.col < label_end and c.text and not _UNIT.search(c.text))
     lines = [[label_title] + titles]
     for row in body:

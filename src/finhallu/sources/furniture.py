@@ -7,8 +7,11 @@ import re
 from collections import Counter
 
 _PAGE_NUMBER = re.compile(r"^(?:page\s+)?[-–—]?\s*(?:[A-Z]{1,2}\s?-\s?)?(?:\d{1,3}|[ivxlc]{1,6})\s*[-–—]?$", re.IGNORECASE)
-_BACK_LINK = re.compile(r"^(?:\[?\s*)?(?:back to |return to |go to )?(?:top|table of contents|index to (?:consolidated )?"
-                        r"financial statements|contents)(?:\s*\]?)$", re.IGNORECASE)
+_BACK_LINK = re.compile(
+    r"^(?:\[?\s*)?(?:back to |return to |go to )?(?:top|table of contents|index to (?:consolidated )?"
+    r"financial statements|contents)(?:\s*\]?)$",
+    re.IGNORECASE,
+)
 _CONTINUED = re.compile(r"^\(?\s*(?:continued|cont'?d\.?)\s*\)?$", re.IGNORECASE)
 # A running footer naming the filing and the page: "Apple Inc. | 2024 Form 10-K | 20".
 _FORM_FOOTER = re.compile(r"^[^|\n]{0,60}\|?\s*(?:\d{4}\s+)?Form\s+10-?K(?:405)?\s*\|\s*\d{1,3}$", re.IGNORECASE)

@@ -26,8 +26,31 @@ ITEM_RE = re.compile(
     r"^\s*item\s*(1a|1b|1c|7a|9a|9b|9c|1[0-6]|[1-9])(?:\s*\(T\))?\s*(?:[.:\-–—]|\s)\s*(.{0,160})$",
     re.IGNORECASE | re.DOTALL,
 )
-ITEM_ORDER = ["1", "1A", "1B", "1C", "2", "3", "4", "5", "6", "7", "7A", "8", "9", "9A", "9B", "9C",
-              "10", "11", "12", "13", "14", "15", "16"]
+ITEM_ORDER = [
+    "1",
+    "1A",
+    "1B",
+    "1C",
+    "2",
+    "3",
+    "4",
+    "5",
+    "6",
+    "7",
+    "7A",
+    "8",
+    "9",
+    "9A",
+    "9B",
+    "9C",
+    "10",
+    "11",
+    "12",
+    "13",
+    "14",
+    "15",
+    "16",
+]
 _BLOCK_TAGS = {"p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "table", "pre", "center", "font", "br"}
 _HTML_END = re.compile(r"</html\s*>", re.IGNORECASE)
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
@@ -40,8 +63,10 @@ def _text(el) -> str:
 
 
 def _table_markdown(table) -> str:
-    rows = [[(_text(td), span(td.get("rowspan")), span(td.get("colspan"))) for td in tr if td.tag in ("td", "th")]
-            for tr in table.iter("tr")]
+    rows = [
+        [(_text(td), span(td.get("rowspan")), span(td.get("colspan"))) for td in tr if td.tag in ("td", "th")]
+        for tr in table.iter("tr")
+    ]
     md, unit = filing_table_markdown(rows)
     return f"({unit.strip('()')})\n{md}" if md and unit else md
 
@@ -117,8 +142,17 @@ def _meta(raw: str, root) -> dict:
     for el in root.iter():
         if isinstance(el.tag, str) and el.tag.lower().endswith(("nonnumeric", "nonfraction")):
             name = (el.get("name") or "").split(":")[-1]
-            if name in ("EntityRegistrantName", "EntityCentralIndexKey", "DocumentFiscalYearFocus",
-                        "DocumentPeriodEndDate", "CurrentFiscalYearEndDate") and name not in meta:
+            if (
+                name
+                in (
+                    "EntityRegistrantName",
+                    "EntityCentralIndexKey",
+                    "DocumentFiscalYearFocus",
+                    "DocumentPeriodEndDate",
+                    "CurrentFiscalYearEndDate",
+                )
+                and name not in meta
+            ):
                 meta[name] = _text(el)
     head = re.sub(r"\s+", " ", lxml.html.fromstring(raw[:400_000].encode("utf-8", "ignore")).text_content())[:20000]
     if "EntityCentralIndexKey" not in meta:
@@ -136,8 +170,9 @@ def _meta(raw: str, root) -> dict:
         if m:
             meta["EntityRegistrantName"] = re.split(r"[0-9]\s+|\.\s+", m.group(1))[-1].strip(" ,")
     if "EntityRegistrantName" not in meta:
-        m = re.search(r"([A-Z][A-Za-z0-9&.,' -]{2,80}?(?:,? Inc\.|Corporation|Corp\.|Company|Bancorp|N\.A\.|Ltd\.|plc|L\.P\.))",
-                      head)
+        m = re.search(
+            r"([A-Z][A-Za-z0-9&.,' -]{2,80}?(?:,? Inc\.|Corporation|Corp\.|Company|Bancorp|N\.A\.|Ltd\.|plc|L\.P\.))", head
+        )
         if m:
             meta["EntityRegistrantName"] = m.group(1).strip(" ,")
     return meta
@@ -158,7 +193,7 @@ def split_items(blocks: list[tuple[str, str]]) -> list[tuple[str, str, list[tupl
     positions = [c[0] for c in cands] + [len(blocks)]
     best: dict[str, tuple[int, int, str]] = {}
     for k, (i, item, heading) in enumerate(cands):
-        span = sum(len(t) for _, t in blocks[i + 1:positions[k + 1]])
+        span = sum(len(t) for _, t in blocks[i + 1 : positions[k + 1]])
         if item not in best or span > best[item][1]:
             best[item] = (i, span, heading)
     chosen = sorted((i, item, heading) for item, (i, span, heading) in best.items())
@@ -172,7 +207,7 @@ def split_items(blocks: list[tuple[str, str]]) -> list[tuple[str, str, list[tupl
     out = []
     for k, (i, item, heading) in enumerate(ordered):
         end = ordered[k + 1][0] if k + 1 < len(ordered) else len(blocks)
-        out.append((item, heading, blocks[i + 1:end]))
+        out.append((item, heading, blocks[i + 1 : end]))
     return out
 
 
@@ -208,8 +243,13 @@ def load_10k(path: Path) -> Iterator[LoadedDoc | Quarantined]:
         if not item_blocks:  # an empty Item ("Item 6. [Reserved]") stays a section, with no text
             blocks.append(Block(f"{doc_id}-item{item}-0", section.strip(), "text", "", tenk_roles(item, [("text", "")])[0]))
     if not _HTML_END.search(raw[-4000:]):
-        yield Quarantined("sec10k", str(path), doc_id, "file", "the file ends before </html> (truncated?): "
-                          "the document was loaded from the part that is there")
+        yield Quarantined(
+            "sec10k",
+            str(path),
+            doc_id,
+            "file",
+            "the file ends before </html> (truncated?): the document was loaded from the part that is there",
+        )
     yield LoadedDoc(
         doc_id=doc_id,
         source="sec10k",

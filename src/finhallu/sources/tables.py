@@ -73,5 +73,7 @@ def parse_markdown_table(md: str) -> tuple[list[str], list[list[str]]]:
         return [], []
     split = lambda ln: [c.strip() for c in ln.strip().strip("|").split("|")]  # noqa: E731
     header = split(lines[0])
-    body = [split(ln) for ln in lines[2:]] if set(lines[1].replace("|", "").split()) <= {"---"} else [split(ln) for ln in lines[1:]]
+    body = (
+        [split(ln) for ln in lines[2:]] if set(lines[1].replace("|", "").split()) <= {"---"} else [split(ln) for ln in lines[1:]]
+    )
     return header, body

@@ -130,8 +130,10 @@ _STANDARD_PREFIXES = ("us-gaap", "ifrs-full", "ifrs", "dei", "srt", "dart", "dar
 
 # --------------------------------------------------------------------------- shared helpers
 
-def fact_id(path: Path, context: str | None, concept: str, unit: str | None, value: str,
-            start: str | None, end: str | None) -> str:
+
+def fact_id(
+    path: Path, context: str | None, concept: str, unit: str | None, value: str, start: str | None, end: str | None
+) -> str:
     key = "|".join([path.name, context or "", concept, unit or "", value, f"{start or ''}..{end or ''}"])
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
 
@@ -150,14 +152,28 @@ def _is_standard(concept: str) -> bool:
 
 def _row(**kw) -> dict:
     return {
-        "fact_id": kw["fact_id"], "source": kw["source"], "entity": kw.get("entity"), "entity_id": kw.get("entity_id"),
-        "concept": kw["concept"], "label": kw.get("label"), "label_en": kw.get("label_en"), "value": kw["value"],
-        "numeric_value": kw.get("numeric_value"), "unit": kw.get("unit"), "decimals": kw.get("decimals"),
-        "period_start": kw.get("period_start"), "period_end": kw["period_end"],
-        "instant": kw["period_start"] is None, "fiscal_year": kw.get("fiscal_year"),
-        "fiscal_period": kw.get("fiscal_period"), "form": kw.get("form"), "filed": kw.get("filed"),
-        "accession": kw.get("accession"), "context_id": kw.get("context_id"),
-        "dimensions": kw.get("dimensions") or "{}", "source_path": kw["source_path"],
+        "fact_id": kw["fact_id"],
+        "source": kw["source"],
+        "entity": kw.get("entity"),
+        "entity_id": kw.get("entity_id"),
+        "concept": kw["concept"],
+        "label": kw.get("label"),
+        "label_en": kw.get("label_en"),
+        "value": kw["value"],
+        "numeric_value": kw.get("numeric_value"),
+        "unit": kw.get("unit"),
+        "decimals": kw.get("decimals"),
+        "period_start": kw.get("period_start"),
+        "period_end": kw["period_end"],
+        "instant": kw["period_start"] is None,
+        "fiscal_year": kw.get("fiscal_year"),
+        "fiscal_period": kw.get("fiscal_period"),
+        "form": kw.get("form"),
+        "filed": kw.get("filed"),
+        "accession": kw.get("accession"),
+        "context_id": kw.get("context_id"),
+        "dimensions": kw.get("dimensions") or "{}",
+        "source_path": kw["source_path"],
     }
 
 
@@ -169,6 +185,7 @@ def _int_or_none(v) -> int | None:
 
 
 # --------------------------------------------------------------------------- entry point
+
 
 @register_source("xbrl", patterns=("*.json", "*.xml", "*.xbrl"))
 def load_xbrl(path: Path) -> Iterator[LoadedFacts | Quarantined]:
@@ -187,6 +204,7 @@ def load_xbrl(path: Path) -> Iterator[LoadedFacts | Quarantined]:
 
 
 # --------------------------------------------------------------------------- companyfacts JSON
+
 
 def _load_json(path: Path, data: bytes) -> Iterator[LoadedFacts | Quarantined]:
     try:
@@ -219,23 +237,46 @@ def _load_json(path: Path, data: bytes) -> Iterator[LoadedFacts | Quarantined]:
                     end = v.get("end") if isinstance(v, dict) else None
                     if val is None or isinstance(val, bool) or not end:
                         field = "end" if isinstance(v, dict) and val is not None else "val"
-                        yield Quarantined("sec10k", str(path), f"{concept} [{unit}] #{i}", field, "fact without a value or end date")
+                        yield Quarantined(
+                            "sec10k", str(path), f"{concept} [{unit}] #{i}", field, "fact without a value or end date"
+                        )
                         continue
                     value = str(val) if not isinstance(val, float) else repr(val)
                     numeric = float(val) if isinstance(val, (int, float)) else None
                     start = v.get("start") or None
                     accn = v.get("accn")
                     fid = fact_id(path, accn, concept, unit, value, start, end)
-                    rows.setdefault(fid, _row(
-                        fact_id=fid, source="sec10k", entity=entity, entity_id=entity_id, concept=concept,
-                        label=label, label_en=label, value=value, numeric_value=numeric, unit=unit, decimals=None,
-                        period_start=start, period_end=end, fiscal_year=_int_or_none(v.get("fy")),
-                        fiscal_period=v.get("fp"), form=v.get("form"), filed=v.get("filed"), accession=accn,
-                        context_id=None, dimensions="{}", source_path=str(path)))
+                    rows.setdefault(
+                        fid,
+                        _row(
+                            fact_id=fid,
+                            source="sec10k",
+                            entity=entity,
+                            entity_id=entity_id,
+                            concept=concept,
+                            label=label,
+                            label_en=label,
+                            value=value,
+                            numeric_value=numeric,
+                            unit=unit,
+                            decimals=None,
+                            period_start=start,
+                            period_end=end,
+                            fiscal_year=_int_or_none(v.get("fy")),
+                            fiscal_period=v.get("fp"),
+                            form=v.get("form"),
+                            filed=v.get("filed"),
+                            accession=accn,
+                            context_id=None,
+                            dimensions="{}",
+                            source_path=str(path),
+                        ),
+                    )
     yield LoadedFacts("sec10k", str(path), list(rows.values()))
 
 
 # --------------------------------------------------------------------------- XBRL instances
+
 
 def _load_xml(path: Path, data: bytes) -> Iterator[LoadedFacts | Quarantined]:
     parser = lxml.etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_comments=True)
@@ -298,7 +339,9 @@ def _contexts(root) -> dict[str, dict]:
         out[cid] = {
             "scheme": ident.get("scheme") if ident is not None else None,
             "identifier": (ident.text or "").strip() if ident is not None else None,
-            "start": start, "end": end, "dims": dims,
+            "start": start,
+            "end": end,
+            "dims": dims,
         }
     return out
 
@@ -390,13 +433,32 @@ def _load_instance(path: Path, root) -> Iterator[LoadedFacts | Quarantined]:
         if source == "sec10k":
             label_en = label_en or label
         fid = fact_id(path, cid, concept, unit, value, ctx["start"], ctx["end"])
-        rows.setdefault(fid, _row(
-            fact_id=fid, source=source, entity=meta["entity"], entity_id=meta["entity_id"] or _entity_id(ctx, source),
-            concept=concept, label=label, label_en=label_en, value=value, numeric_value=numeric, unit=unit,
-            decimals=el.get("decimals"), period_start=ctx["start"], period_end=ctx["end"],
-            fiscal_year=meta["fiscal_year"], fiscal_period=meta["fiscal_period"], form=meta["form"], filed=None,
-            accession=None, context_id=cid, dimensions=json.dumps(ctx["dims"], ensure_ascii=False, sort_keys=True),
-            source_path=str(path)))
+        rows.setdefault(
+            fid,
+            _row(
+                fact_id=fid,
+                source=source,
+                entity=meta["entity"],
+                entity_id=meta["entity_id"] or _entity_id(ctx, source),
+                concept=concept,
+                label=label,
+                label_en=label_en,
+                value=value,
+                numeric_value=numeric,
+                unit=unit,
+                decimals=el.get("decimals"),
+                period_start=ctx["start"],
+                period_end=ctx["end"],
+                fiscal_year=meta["fiscal_year"],
+                fiscal_period=meta["fiscal_period"],
+                form=meta["form"],
+                filed=None,
+                accession=None,
+                context_id=cid,
+                dimensions=json.dumps(ctx["dims"], ensure_ascii=False, sort_keys=True),
+                source_path=str(path),
+            ),
+        )
     yield LoadedFacts(source, str(path), list(rows.values()))
 
 
@@ -410,8 +472,15 @@ def _entity_id(ctx: dict, source: str) -> str | None:
 def _document_meta(raw, contexts, source: str, pref_lang: str, langs) -> dict:
     """Entity, fiscal year/period and form from dei (SEC) or dart-gcd (DART) facts."""
     found: dict[str, list[tuple[int, str]]] = {}
-    wanted = {"EntityRegistrantName", "EntityCentralIndexKey", "DocumentFiscalYearFocus", "DocumentFiscalPeriodFocus",
-              "DocumentType", "DocumentTitle", "DocumentPeriodEndDate"}
+    wanted = {
+        "EntityRegistrantName",
+        "EntityCentralIndexKey",
+        "DocumentFiscalYearFocus",
+        "DocumentFiscalPeriodFocus",
+        "DocumentType",
+        "DocumentTitle",
+        "DocumentPeriodEndDate",
+    }
     for el, concept, cid, lang in raw:
         prefix, _, local = concept.partition(":")
         if local not in wanted or not (prefix.startswith("dei") or prefix.startswith("dart-gcd")):
@@ -443,11 +512,17 @@ def _document_meta(raw, contexts, source: str, pref_lang: str, langs) -> dict:
         fp = fp or DART_FORM_PERIOD.get(form or "")
     if fy is None and get.get("DocumentPeriodEndDate"):
         fy = _int_or_none(get["DocumentPeriodEndDate"])
-    return {"entity": get.get("EntityRegistrantName") or entity_id, "entity_id": entity_id,
-            "fiscal_year": fy, "fiscal_period": fp or None, "form": form}
+    return {
+        "entity": get.get("EntityRegistrantName") or entity_id,
+        "entity_id": entity_id,
+        "fiscal_year": fy,
+        "fiscal_period": fp or None,
+        "form": form,
+    }
 
 
 # --------------------------------------------------------------------------- label linkbases
+
 
 def _linkbase_key(name: str) -> str:
     stem = name.rsplit(".", 1)[0]
@@ -486,7 +561,9 @@ def _parse_label_linkbase(path: str, _mtime: int, _size: int, prefixes: tuple[st
     root = lxml.etree.parse(path, parser).getroot()
     if root.tag != f"{{{LINK}}}linkbase":
         return ()
-    file_lang = "ko" if re.search(r"-ko(?:_|\.|$)", Path(path).name) else "en" if re.search(r"-en(?:_|\.|$)", Path(path).name) else ""
+    file_lang = (
+        "ko" if re.search(r"-ko(?:_|\.|$)", Path(path).name) else "en" if re.search(r"-en(?:_|\.|$)", Path(path).name) else ""
+    )
     href, lab = f"{{{XLINK}}}href", f"{{{XLINK}}}label"
     out = []
     for link in root.iter(f"{{{LINK}}}labelLink"):
@@ -520,6 +597,6 @@ def _fragment_concept(frag: str, prefixes: tuple[str, ...]) -> str:
     """Schema element id -> QName: 'ifrs-full_Revenue' -> 'ifrs-full:Revenue' (ids are prefix_Name)."""
     best = max((p for p in prefixes if frag.startswith(p + "_")), key=len, default=None)
     if best:
-        return f"{best}:{frag[len(best) + 1:]}"
+        return f"{best}:{frag[len(best) + 1 :]}"
     prefix, _, local = frag.partition("_")
     return f"{prefix}:{local}" if local else frag

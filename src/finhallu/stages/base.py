@@ -69,9 +69,14 @@ class Stage(Generic[C]):
         declares (only what the cache key covers) and the other sections it reads."""
         section = getattr(cfg, self.name)
         declared = self.roles_for(section, cfg.roles)
-        return StageContext(stage=self.name, config=section, seed=cfg.seed,
-                            roles={r: c.model_dump() for r, c in cfg.roles.items() if r in declared},
-                            sections={name: getattr(cfg, name) for name in self.reads}, **kw)
+        return StageContext(
+            stage=self.name,
+            config=section,
+            seed=cfg.seed,
+            roles={r: c.model_dump() for r, c in cfg.roles.items() if r in declared},
+            sections={name: getattr(cfg, name) for name in self.reads},
+            **kw,
+        )
 
     @property
     def code_version(self) -> str:

@@ -24,6 +24,7 @@ class ChunkConfig(Section):
     # local HF cache) | hf:<path> (any local tokenizer.json or folder holding one). See text/tokenize.py.
     tokenizer: str = Field(default="approx", pattern=r"^(approx|kure|hf:.+)$")
 
+
 PACK_FRACTION = 0.4  # pack small blocks up to this share of max_tokens
 
 
@@ -54,8 +55,8 @@ def _split_table(text: str, max_tokens: int, count, lang: str) -> list[tuple[int
         return [(0, text)]
     lines = text.splitlines()
     first = next((i for i, ln in enumerate(lines) if ln.startswith("|")), 0)
-    caption, header = lines[:first], lines[first:first + 2]
-    body = lines[first + 2:]
+    caption, header = lines[:first], lines[first : first + 2]
+    body = lines[first + 2 :]
     head = "\n".join(caption + header)
     out, group = [], []
     for row in body:
@@ -74,8 +75,11 @@ def _packed_blocks(blocks: list[dict], budget: int, count) -> list[dict]:
     for b in blocks:
         prev = out[-1] if out else None
         mergeable = (
-            prev is not None and prev["kind"] == "text" and b["kind"] == "text"
-            and prev["section_path"] == b["section_path"] and prev.get("role") == b.get("role")
+            prev is not None
+            and prev["kind"] == "text"
+            and b["kind"] == "text"
+            and prev["section_path"] == b["section_path"]
+            and prev.get("role") == b.get("role")
             and (count(prev["text"]) + count(b["text"]) <= budget or _is_heading(prev["text"]))
         )
         if mergeable:
@@ -107,13 +111,28 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             pieces = splitter(b["text"], cfg.max_tokens, count, doc["lang"])
             for i, (start, text) in enumerate(pieces):
                 pid = hashlib.sha256(f"{doc['doc_id']}|{b['block_id']}|{i}|{text}".encode()).hexdigest()[:20]
-                rows.append({
-                    "passage_id": f"p-{pid}", "doc_id": doc["doc_id"], "block_id": b["block_id"], "source": doc["source"],
-                    "institution": doc["institution"], "lang": doc["lang"], "split": doc["split"],
-                    "doc_type": doc["doc_type"], "title": doc["title"], "section_path": b["section_path"],
-                    "section_role": b.get("role"), "kind": b["kind"], "chunk_index": i, "chunk_total": len(pieces), "char_start": start,
-                    "text": text, "token_count": count(text), "tokenizer": tok_name,
-                })
+                rows.append(
+                    {
+                        "passage_id": f"p-{pid}",
+                        "doc_id": doc["doc_id"],
+                        "block_id": b["block_id"],
+                        "source": doc["source"],
+                        "institution": doc["institution"],
+                        "lang": doc["lang"],
+                        "split": doc["split"],
+                        "doc_type": doc["doc_type"],
+                        "title": doc["title"],
+                        "section_path": b["section_path"],
+                        "section_role": b.get("role"),
+                        "kind": b["kind"],
+                        "chunk_index": i,
+                        "chunk_total": len(pieces),
+                        "char_start": start,
+                        "text": text,
+                        "token_count": count(text),
+                        "tokenizer": tok_name,
+                    }
+                )
         ctx.progress(n + 1, docs.height)
     return {"passages": rows_frame(rows, ["doc_id", "block_id", "chunk_index"])}
 

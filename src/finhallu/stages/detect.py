@@ -19,9 +19,16 @@ class DetectConfig(Section):
     # detector name -> its parameters (a dict so `--set detect.detectors.NAME.threshold=...` works).
     # `base:variant` names run one detector under another configuration (e.g. numeric_grounding:no_history).
     # The offline set by default; `nli` needs a local cross-encoder (see detectors/nli.py).
-    detectors: dict[str, dict] = Field(default_factory=lambda: {
-        "numeric_grounding": {}, "lexical_support": {}, "embedding_similarity": {}, "refusal_answerability": {},
-        "llm_judge": {}, "learned": {}})
+    detectors: dict[str, dict] = Field(
+        default_factory=lambda: {
+            "numeric_grounding": {},
+            "lexical_support": {},
+            "embedding_similarity": {},
+            "refusal_answerability": {},
+            "llm_judge": {},
+            "learned": {},
+        }
+    )
     # The trivial baselines (detectors/baselines.py: length, novel-token share, verbatim copy)
     # run beside the detectors in every evaluation, so no score is read without them.
     baselines: bool = True
@@ -34,6 +41,7 @@ class DetectConfig(Section):
         for name, params in detectors.items():
             get_detector(base_name(name)).params(params or {})
         return detectors
+
 
 DATASET = "finhallu"
 
@@ -49,8 +57,9 @@ def dataset_of(samples: pl.DataFrame) -> str:
     return DATASET
 
 
-def run_detectors(samples: pl.DataFrame, detectors: dict[str, dict], eval_id: str, ctx: DetectorContext | None = None,
-                  progress=None) -> pl.DataFrame:
+def run_detectors(
+    samples: pl.DataFrame, detectors: dict[str, dict], eval_id: str, ctx: DetectorContext | None = None, progress=None
+) -> pl.DataFrame:
     ctx = ctx or DetectorContext()
     items = list(samples.iter_rows(named=True))
     plan = []
@@ -66,9 +75,20 @@ def run_detectors(samples: pl.DataFrame, detectors: dict[str, dict], eval_id: st
                 continue
             if not 0.0 <= d.score <= 1.0:
                 raise ValueError(f"detector {name!r} scored {d.score} for {s['sample_id']}; scores must lie in [0, 1]")
-            rows.append({"eval_id": eval_id, "detector": name, "sample_id": s["sample_id"], "score": float(d.score),
-                         "pred_binary": d.pred_binary, "pred_4class": d.pred_4class, "pred_type": d.pred_type,
-                         "rationale": d.rationale, "detector_version": version, "detector_config": config})
+            rows.append(
+                {
+                    "eval_id": eval_id,
+                    "detector": name,
+                    "sample_id": s["sample_id"],
+                    "score": float(d.score),
+                    "pred_binary": d.pred_binary,
+                    "pred_4class": d.pred_4class,
+                    "pred_type": d.pred_type,
+                    "rationale": d.rationale,
+                    "detector_version": version,
+                    "detector_config": config,
+                }
+            )
         if progress:
             progress(done, len(plan))
     return rows_frame(rows, ["detector", "sample_id"])
@@ -92,6 +112,14 @@ def _judge_roles(cfg: DetectConfig, _roles) -> list[str]:
     return [params.get("role", "detector_judge") for name, params in cfg.detectors.items() if base_name(name) == "llm_judge"]
 
 
-STAGE = Stage("detect", run, DetectConfig, inputs=("samples",), outputs=("detections",), description="detectors",
-              roles=("detector_judge",), configured_roles=_judge_roles,
-              operations=("detect_hallucination", "detect_4class", "detect_type"))
+STAGE = Stage(
+    "detect",
+    run,
+    DetectConfig,
+    inputs=("samples",),
+    outputs=("detections",),
+    description="detectors",
+    roles=("detector_judge",),
+    configured_roles=_judge_roles,
+    operations=("detect_hallucination", "detect_4class", "detect_type"),
+)

@@ -17,7 +17,6 @@ Dialogue judge (`judge_dialogue`, role dialogue_judge) scores the paper's rubric
                        through a shared term, 3 if it stays on one document's thread
 A dialogue below any configured threshold is dropped with the reasons recorded."""
 
-
 from __future__ import annotations
 
 import re
@@ -46,6 +45,7 @@ class DialogueQCConfig(Section):
     min_diversity: int = Field(2, ge=1, le=3)
     min_coherency: int = Field(2, ge=1, le=3)
 
+
 JUDGE = "rules-judge-v2"
 CRITERIA = ("answerability", "plausibility", "correctness", "diversity", "coherency")
 
@@ -65,8 +65,11 @@ _QUESTION_END = re.compile(r"(\?|[요까니나야지냐가죠래][.!]?)\s*$")
 _YES, _NO = {"예", "네", "yes"}, {"아니오", "아니요", "no"}
 _YES_START = re.compile(r"^(네|예|맞습니다|yes|correct)\b", re.IGNORECASE)
 _NO_START = re.compile(r"^(아니요|아닙니다|아니오|no)\b", re.IGNORECASE)
-_PREFIX = re.compile(r"^(?:(?:네|예|아니요|아닙니다|맞습니다|다시 확인해 보니 맞습니다|Yes|No|Correct|that's right|"
-                     r"I double-checked)(?:[,.:]\s*|\s+|$))+", re.IGNORECASE)  # a whole word: not the 예 of 예금
+_PREFIX = re.compile(
+    r"^(?:(?:네|예|아니요|아닙니다|맞습니다|다시 확인해 보니 맞습니다|Yes|No|Correct|that's right|"
+    r"I double-checked)(?:[,.:]\s*|\s+|$))+",
+    re.IGNORECASE,
+)  # a whole word: not the 예 of 예금
 _GLUED_PRONOUN = re.compile(r"[0-9A-Za-z가-힣](그건|그게|그걸)(?=\s|$)")
 _ARTIFACT = re.compile(r"[|{}<>]|\s{2,}")
 
@@ -81,7 +84,7 @@ def _body(response: str, lang: str) -> str:
     text = _PREFIX.sub("", response.strip())
     for op in sorted(OPENERS.get(lang, OPENERS["en"]), key=len, reverse=True):
         if op and text.startswith(op):
-            return text[len(op):]
+            return text[len(op) :]
     return text
 
 
@@ -98,9 +101,10 @@ def _unsupported(response: str, support: str, lang: str) -> list[str]:
 
 
 def _copula_error(query: str) -> bool:
-    """"무엇예요", "대출예요" (예요 after a batchim) or "얼마이에요" (이에요 without one)."""
-    return any(has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])예요", query)) or \
-        any(not has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이에요", query))
+    """ "무엇예요", "대출예요" (예요 after a batchim) or "얼마이에요" (이에요 without one)."""
+    return any(has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])예요", query)) or any(
+        not has_final_consonant(m.group(1)) for m in re.finditer(r"([가-힣])이에요", query)
+    )
 
 
 def _specific_terms(text: str) -> set[str]:
@@ -118,8 +122,14 @@ def judge_dialogue(turns: list[dict], lang: str) -> DialogueScores:
     plausibility = _plausibility(turns, reasons)
     diversity = _diversity(turns, reasons)
     coherency = _coherency(turns, reasons)
-    return DialogueScores(answerability=answerability, plausibility=plausibility, correctness=correctness,
-                          diversity=diversity, coherency=coherency, reasons=reasons)
+    return DialogueScores(
+        answerability=answerability,
+        plausibility=plausibility,
+        correctness=correctness,
+        diversity=diversity,
+        coherency=coherency,
+        reasons=reasons,
+    )
 
 
 def _answerability(turns: list[dict], reasons: list[str]) -> float:
@@ -127,12 +137,19 @@ def _answerability(turns: list[dict], reasons: list[str]) -> float:
     ans_ok = []
     for t in turns:
         answer = t["answer"] if _yesno(t["answer"]) is None and len(normalize(t["answer"] or "")) >= 2 else None
-        holds = [bool((t["clue"] and contains_normalized(x, t["clue"])) or (answer and contains_normalized(x, answer)))
-                 for x in t["context"]]
+        holds = [
+            bool((t["clue"] and contains_normalized(x, t["clue"])) or (answer and contains_normalized(x, answer)))
+            for x in t["context"]
+        ]
         if t["answerable"]:
-            ok = bool(t["gold_passage"]) and t["gold_passage"] in t["context"] and (
-                (t["clue"] and contains_normalized(t["gold_passage"], t["clue"]))
-                or bool(answer and contains_normalized(t["gold_passage"], answer)))
+            ok = (
+                bool(t["gold_passage"])
+                and t["gold_passage"] in t["context"]
+                and (
+                    (t["clue"] and contains_normalized(t["gold_passage"], t["clue"]))
+                    or bool(answer and contains_normalized(t["gold_passage"], answer))
+                )
+            )
             if not ok:
                 reasons.append(f"answerability: turn {t['turn_index']} context does not hold the evidence")
         else:
@@ -166,7 +183,9 @@ def _correctness(turns: list[dict], lang: str, reasons: list[str]) -> float:
                 said = "yes" if _YES_START.search(resp) else "no" if _NO_START.search(resp) else None
                 if said != polarity:
                     flaws.append(f"answers {said or 'neither yes nor no'} where the passage says {polarity}")
-            elif t["kind"] != "reconfirm" and not (contains_normalized(resp, t["answer"]) or contains_normalized(resp, t["clue"])):
+            elif t["kind"] != "reconfirm" and not (
+                contains_normalized(resp, t["answer"]) or contains_normalized(resp, t["clue"])
+            ):
                 flaws.append("does not state the answer")
             # An answer may restate the question's own terms ("예금자보호 한도는 1억 원입니다."): they
             # support its words, never its numbers (a figure must come from the passage).
@@ -243,12 +262,23 @@ def _coherency(turns: list[dict], reasons: list[str]) -> int:
 
 def dialogue_payload(turns: list[dict], passages: dict[str, str], doc_of: dict[str, str]) -> list[dict]:
     """The judge's view of a dialogue: utterances, responses and the passages each turn saw."""
-    return [{"turn_index": t["turn_index"], "kind": t["kind"], "reconfirms_turn": t["reconfirms_turn"],
-             "query": t["query"], "standalone_query": t["standalone_query"], "response": t["response"],
-             "answerable": t["answerable"], "clue": t["clue_text"], "answer": t["answer"],
-             "gold_passage": passages[t["gold_passage_id"]] if t["gold_passage_id"] else None,
-             "doc": doc_of.get(t["seed_id"]), "context": [passages[c["passage_id"]] for c in t["context"]]}
-            for t in turns]
+    return [
+        {
+            "turn_index": t["turn_index"],
+            "kind": t["kind"],
+            "reconfirms_turn": t["reconfirms_turn"],
+            "query": t["query"],
+            "standalone_query": t["standalone_query"],
+            "response": t["response"],
+            "answerable": t["answerable"],
+            "clue": t["clue_text"],
+            "answer": t["answer"],
+            "gold_passage": passages[t["gold_passage_id"]] if t["gold_passage_id"] else None,
+            "doc": doc_of.get(t["seed_id"]),
+            "context": [passages[c["passage_id"]] for c in t["context"]],
+        }
+        for t in turns
+    ]
 
 
 def threshold_failures(s: DialogueScores | dict, cfg: DialogueQCConfig) -> list[str]:
@@ -276,21 +306,37 @@ def run(inputs: Frames, ctx: StageContext[DialogueQCConfig]) -> Frames:
     dlgs = inputs["dialogues"].select("dialogue_id", "lang").sort("dialogue_id").to_dicts()
     judge = JUDGE if llm.is_offline("dialogue_judge") else llm.backend("dialogue_judge")
     # Independent judgements: one concurrent pass within the judge model's limits.
-    verdicts = llm.call_many("dialogue_judge", "judge_dialogue", [
-        {"turns": dialogue_payload(by_dlg.get(d["dialogue_id"], []), passages, doc_of), "lang": d["lang"]}
-        for d in dlgs])
+    verdicts = llm.call_many(
+        "dialogue_judge",
+        "judge_dialogue",
+        [{"turns": dialogue_payload(by_dlg.get(d["dialogue_id"], []), passages, doc_of), "lang": d["lang"]} for d in dlgs],
+    )
     for n, (d, s) in enumerate(zip(dlgs, verdicts)):
         if s is None:  # no valid judgement after retries and one repair (recorded in llm_calls): dropped
             s = DialogueScores(answerability=0.0, plausibility=1, correctness=0.0, diversity=1, coherency=1)
             reasons = ["judge: no valid judgement (LLM call failed; see llm_calls)"]
         else:
             reasons = threshold_failures(s, cfg)
-        rows.append({"dialogue_id": d["dialogue_id"], **s.model_dump(exclude={"reasons"}), "passed": not reasons,
-                     "reasons": reasons, "judge": judge})
+        rows.append(
+            {
+                "dialogue_id": d["dialogue_id"],
+                **s.model_dump(exclude={"reasons"}),
+                "passed": not reasons,
+                "reasons": reasons,
+                "judge": judge,
+            }
+        )
         ctx.progress(n + 1, len(dlgs))
     return {"dialogue_qc": rows_frame(rows, "dialogue_id", schema_overrides={"reasons": pl.List(pl.String)})}
 
 
-STAGE = Stage("dialogue_qc", run, DialogueQCConfig, inputs=("dialogues", "turns", "passages", "qa_seeds"),
-              outputs=("dialogue_qc",), description="dialogue judge", roles=("dialogue_judge",),
-              operations=("judge_dialogue",))
+STAGE = Stage(
+    "dialogue_qc",
+    run,
+    DialogueQCConfig,
+    inputs=("dialogues", "turns", "passages", "qa_seeds"),
+    outputs=("dialogue_qc",),
+    description="dialogue judge",
+    roles=("dialogue_judge",),
+    operations=("judge_dialogue",),
+)

@@ -45,9 +45,9 @@ class DialogueConfig(Section):
     @model_validator(mode="after")
     def _turns(self) -> "DialogueConfig":
         if self.min_turns > self.max_turns:
-            raise ValueError(f"dialogues.min_turns ({self.min_turns}) must not exceed dialogues.max_turns "
-                             f"({self.max_turns})")
+            raise ValueError(f"dialogues.min_turns ({self.min_turns}) must not exceed dialogues.max_turns ({self.max_turns})")
         return self
+
 
 USER, ASSISTANT = "user_llm", "assistant_llm"
 _KO_RECONFIRM_YES = ["네, 맞습니다. ", "맞습니다. ", "네, 다시 확인해 보니 맞습니다. "]
@@ -93,9 +93,19 @@ class _Context:
 def _item(seed: dict, origin: str = "seed", **over) -> dict:
     """One planned question: the seed it stands on and what it asks (a generated question keeps
     its seed's passage, context and hard negatives but asks its own question)."""
-    return {"seed_id": seed["seed_id"], "question": seed["question"], "answer": seed["answer"],
-            "clue": seed["clue_text"], "qa_kind": seed["qa_kind"], "answerable": bool(seed["answerable"]),
-            "passage_id": seed["passage_id"], "origin": origin, "reconfirms": None, "utterance": "", **over}
+    return {
+        "seed_id": seed["seed_id"],
+        "question": seed["question"],
+        "answer": seed["answer"],
+        "clue": seed["clue_text"],
+        "qa_kind": seed["qa_kind"],
+        "answerable": bool(seed["answerable"]),
+        "passage_id": seed["passage_id"],
+        "origin": origin,
+        "reconfirms": None,
+        "utterance": "",
+        **over,
+    }
 
 
 def said_before(answer: str | None, clue: str | None, responses: list[str]) -> bool:
@@ -127,19 +137,34 @@ def _candidates(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict,
     twice nor asking what an assistant response already said."""
     doc, cur = dlg.doc, dlg.items[-1]
     chosen = {i["seed_id"] for i in dlg.items if i["origin"] == "seed"}
-    cands = [s for s in by_doc.get(doc["doc_id"], []) + contexts.related_seeds(cur["seed_id"], by_passage)
-             if s not in chosen and seed_rows[s]["split"] == doc["split"] and seed_rows[s]["lang"] == doc["lang"]]
+    cands = [
+        s
+        for s in by_doc.get(doc["doc_id"], []) + contexts.related_seeds(cur["seed_id"], by_passage)
+        if s not in chosen and seed_rows[s]["split"] == doc["split"] and seed_rows[s]["lang"] == doc["lang"]
+    ]
     cands = [s for s in dict.fromkeys(cands) if seed_rows[s]["answerable"] or not dlg.used_unanswerable]
     # Sources often ship paraphrases of one question: never ask for the same evidence twice.
     asked = {(i["passage_id"], i["answer"]) for i in dlg.items}
     cands = [c for c in cands if (seed_rows[c]["passage_id"], seed_rows[c]["answer"]) not in asked]
     responses = dlg.responses
-    return [c for c in cands if not (seed_rows[c]["answerable"]
-                                     and said_before(seed_rows[c]["answer"], seed_rows[c]["clue_text"], responses))]
+    return [
+        c
+        for c in cands
+        if not (seed_rows[c]["answerable"] and said_before(seed_rows[c]["answer"], seed_rows[c]["clue_text"], responses))
+    ]
 
 
-def _next_item(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, contexts: _Context, passages: dict,
-               cfg: DialogueConfig, llm: LLMRouter, ctx: StageContext) -> dict | None:
+def _next_item(
+    dlg: _Dialogue,
+    seed_rows: dict,
+    by_doc: dict,
+    by_passage: dict,
+    contexts: _Context,
+    passages: dict,
+    cfg: DialogueConfig,
+    llm: LLMRouter,
+    ctx: StageContext,
+) -> dict | None:
     """The user's next question: a candidate that keeps the flow, else a new question written
     from the current passage; None ends the dialogue."""
     doc, cur = dlg.doc, dlg.items[-1]
@@ -148,11 +173,18 @@ def _next_item(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, 
     choice = None  # no candidate left: nothing to choose, no call
     previous_response = dlg.turns[-1]["response"]
     if cands:
-        choice = llm.call(USER, "choose_next_question", current_question=cur["question"],
-                          history=[i["question"] for i in dlg.items],
-                          candidates=[{"question": seed_rows[c]["question"],
-                                       "same_document": seed_rows[c]["doc_id"] == doc["doc_id"]} for c in cands],
-                          previous_response=previous_response, lang=doc["lang"], rng_seed=nseed)
+        choice = llm.call(
+            USER,
+            "choose_next_question",
+            current_question=cur["question"],
+            history=[i["question"] for i in dlg.items],
+            candidates=[
+                {"question": seed_rows[c]["question"], "same_document": seed_rows[c]["doc_id"] == doc["doc_id"]} for c in cands
+            ],
+            previous_response=previous_response,
+            lang=doc["lang"],
+            rng_seed=nseed,
+        )
     if choice is not None and 0 <= choice.index < len(cands):  # None: a failed call (in llm_calls), nothing fits
         return _item(seed_rows[cands[choice.index]], utterance=choice.utterance)
     # The user writes a new question from the passage of the last answered turn (an unanswerable
@@ -162,14 +194,21 @@ def _next_item(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, 
         return None
     base = seed_rows[answered[-1]["seed_id"]]
     same_passage = [i for i in dlg.items if i["passage_id"] == base["passage_id"]]
-    new = llm.call(USER, "write_question", passage=passages[base["passage_id"]],
-                   asked=[x for i in same_passage for x in (i["clue"] or "", i["question"])] + dlg.responses,
-                   previous_question=cur["question"], previous_response=previous_response,
-                   lang=doc["lang"], rng_seed=nseed)
+    new = llm.call(
+        USER,
+        "write_question",
+        passage=passages[base["passage_id"]],
+        asked=[x for i in same_passage for x in (i["clue"] or "", i["question"])] + dlg.responses,
+        previous_question=cur["question"],
+        previous_response=previous_response,
+        lang=doc["lang"],
+        rng_seed=nseed,
+    )
     if new is None or not new.question or said_before(new.answer, new.clue, dlg.responses):
         return None  # nothing left to ask (or the call failed): the dialogue ends here
-    return _item(base, "generated", question=new.question, answer=new.answer, clue=new.clue, qa_kind="span",
-                 utterance=new.utterance)
+    return _item(
+        base, "generated", question=new.question, answer=new.answer, clue=new.clue, qa_kind="span", utterance=new.utterance
+    )
 
 
 def _reconfirm_item(dlg: _Dialogue, rng) -> dict | None:
@@ -186,9 +225,19 @@ def _planned_turns(doc: dict, k: int, cfg: DialogueConfig, ctx: StageContext) ->
     return ctx.rng("dialogue", doc["doc_id"], k).randint(cfg.min_turns, cfg.max_turns)
 
 
-def _converse(doc: dict, k: int, pool: list[str], seed_rows: dict, by_doc: dict, by_passage: dict,
-              contexts: _Context, passages: dict, cfg: DialogueConfig, llm: LLMRouter,
-              ctx: StageContext) -> list[dict] | None:
+def _converse(
+    doc: dict,
+    k: int,
+    pool: list[str],
+    seed_rows: dict,
+    by_doc: dict,
+    by_passage: dict,
+    contexts: _Context,
+    passages: dict,
+    cfg: DialogueConfig,
+    llm: LLMRouter,
+    ctx: StageContext,
+) -> list[dict] | None:
     """One dialogue, question by question: each next question is chosen knowing what the assistant
     has said. A reconfirm turn may come past turn 4. None when an LLM call failed for good."""
     rng = ctx.rng("dialogue", doc["doc_id"], k)
@@ -230,8 +279,9 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
 
     planned = []  # (document, k, its seed pool): every dialogue to converse, in a fixed order
     for doc in docs.iter_rows(named=True):
-        pool = [sid for sid in by_doc.get(doc["doc_id"], [])
-                if seed_rows[sid]["answerable"] and seed_rows[sid]["lang"] == doc["lang"]]
+        pool = [
+            sid for sid in by_doc.get(doc["doc_id"], []) if seed_rows[sid]["answerable"] and seed_rows[sid]["lang"] == doc["lang"]
+        ]
         per_doc = cfg.dialogues_per_document if doc["source"] == "aihub" else cfg.dialogues_per_filing
         planned += [(doc, k, pool) for k in range(per_doc if pool else 0)]
 
@@ -240,21 +290,33 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         return _converse(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
 
     # Dialogues advance turn by turn, each on its own; all of them together (see llm.parallel).
-    conversed = map_items(converse, planned, llm, (USER, ASSISTANT), ctx.progress,
-                          longest_first=lambda plan: _planned_turns(plan[0], plan[1], cfg, ctx))
+    conversed = map_items(
+        converse,
+        planned,
+        llm,
+        (USER, ASSISTANT),
+        ctx.progress,
+        longest_first=lambda plan: _planned_turns(plan[0], plan[1], cfg, ctx),
+    )
     dialogues, turns = [], []
     for (doc, _, _), realised in zip(planned, conversed):
         if realised is None or len(realised) < cfg.min_turns:
             continue  # too short, or an LLM call failed for good (recorded in llm_calls): not built
         turns.extend(realised)
-        dialogues.append({
-            "dialogue_id": realised[0]["dialogue_id"], "doc_id": doc["doc_id"], "source": doc["source"],
-            "institution": doc["institution"], "lang": doc["lang"], "split": doc["split"], "n_turns": len(realised),
-            "seed_ids": [t["seed_id"] for t in realised],
-            "has_reconfirm": any(t["reconfirms_turn"] is not None for t in realised),
-        })
-    return {"dialogues": rows_frame(dialogues, "dialogue_id"),
-            "turns": rows_frame(turns, ["dialogue_id", "turn_index"])}
+        dialogues.append(
+            {
+                "dialogue_id": realised[0]["dialogue_id"],
+                "doc_id": doc["doc_id"],
+                "source": doc["source"],
+                "institution": doc["institution"],
+                "lang": doc["lang"],
+                "split": doc["split"],
+                "n_turns": len(realised),
+                "seed_ids": [t["seed_id"] for t in realised],
+                "has_reconfirm": any(t["reconfirms_turn"] is not None for t in realised),
+            }
+        )
+    return {"dialogues": rows_frame(dialogues, "dialogue_id"), "turns": rows_frame(turns, ["dialogue_id", "turn_index"])}
 
 
 def _user_query(it: dict, lang: str, tseed: int, llm: LLMRouter) -> str | None:
@@ -262,13 +324,22 @@ def _user_query(it: dict, lang: str, tseed: int, llm: LLMRouter) -> str | None:
     wrote (the opening question, and one whose utterance came back empty, stand as they are)."""
     if it["reconfirms"] is None:
         return it["utterance"].strip() or it["question"]
-    out = llm.call(USER, "reconfirm_turn", earlier_question=it["question"], earlier_answer=it["answer"],
-                   lang=lang, rng_seed=tseed)
+    out = llm.call(
+        USER, "reconfirm_turn", earlier_question=it["question"], earlier_answer=it["answer"], lang=lang, rng_seed=tseed
+    )
     return None if out is None else out.text
 
 
-def _realise(dlg: _Dialogue, it: dict, seed_rows: dict, contexts: _Context, passages: dict,
-             cfg: DialogueConfig, llm: LLMRouter, ctx: StageContext) -> dict | None:
+def _realise(
+    dlg: _Dialogue,
+    it: dict,
+    seed_rows: dict,
+    contexts: _Context,
+    passages: dict,
+    cfg: DialogueConfig,
+    llm: LLMRouter,
+    ctx: StageContext,
+) -> dict | None:
     """The user's utterance and the assistant's response of the dialogue's next turn (None when an
     LLM call failed for good: a dialogue with a hole in it is no dialogue)."""
     did, t = dlg.did, len(dlg.turns) + 1
@@ -281,9 +352,18 @@ def _realise(dlg: _Dialogue, it: dict, seed_rows: dict, contexts: _Context, pass
         response = trng.choice(_KO_RECONFIRM_YES if lang == "ko" else _EN_RECONFIRM_YES) + dlg.said[it["reconfirms"]]
         context, kind = contexts.answerable(seed, trng), "reconfirm"
     elif it["answerable"]:
-        ans = llm.call(ASSISTANT, "answer_turn", question=it["question"], passage=passages[it["passage_id"]],
-                       clue=it["clue"], answer=it["answer"], qa_kind=it["qa_kind"], lang=lang, rng_seed=tseed,
-                       support_probability=cfg.supporting_sentence_probability)
+        ans = llm.call(
+            ASSISTANT,
+            "answer_turn",
+            question=it["question"],
+            passage=passages[it["passage_id"]],
+            clue=it["clue"],
+            answer=it["answer"],
+            qa_kind=it["qa_kind"],
+            lang=lang,
+            rng_seed=tseed,
+            support_probability=cfg.supporting_sentence_probability,
+        )
         if ans is None:
             return None
         response, dlg.said[t] = ans.response, ans.evidence
@@ -294,20 +374,33 @@ def _realise(dlg: _Dialogue, it: dict, seed_rows: dict, contexts: _Context, pass
             return None
         response, context, kind = refusal.text, contexts.unanswerable(seed), "question"
     return {
-        "turn_id": f"{did}#t{t}", "dialogue_id": did, "turn_index": t, "seed_id": it["seed_id"], "kind": kind,
-        "reconfirms_turn": it["reconfirms"], "standalone_query": it["question"], "query": query,
-        "response": response, "answerable": it["answerable"],
+        "turn_id": f"{did}#t{t}",
+        "dialogue_id": did,
+        "turn_index": t,
+        "seed_id": it["seed_id"],
+        "kind": kind,
+        "reconfirms_turn": it["reconfirms"],
+        "standalone_query": it["question"],
+        "query": query,
+        "response": response,
+        "answerable": it["answerable"],
         "gold_passage_id": it["passage_id"] if it["answerable"] else None,
-        "clue_text": it["clue"], "answer": it["answer"], "context": context, "origin": it["origin"],
+        "clue_text": it["clue"],
+        "answer": it["answer"],
+        "context": context,
+        "origin": it["origin"],
     }
 
 
 # ---- gate rules -------------------------------------------------------------------------------
 def _dialogue_turn_count(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
     counts = nb["turns"].group_by("dialogue_id").agg(actual=pl.len(), max_index=pl.col("turn_index").max())
-    return (df.select("dialogue_id", "n_turns").join(counts, on="dialogue_id", how="left")
-            .with_columns(ok=(pl.col("actual") == pl.col("n_turns")) & (pl.col("max_index") == pl.col("n_turns")))
-            .fill_null(False))
+    return (
+        df.select("dialogue_id", "n_turns")
+        .join(counts, on="dialogue_id", how="left")
+        .with_columns(ok=(pl.col("actual") == pl.col("n_turns")) & (pl.col("max_index") == pl.col("n_turns")))
+        .fill_null(False)
+    )
 
 
 def _turn_context_matches_answerability(df: pl.DataFrame, _: dict) -> pl.DataFrame:
@@ -324,10 +417,22 @@ def _turn_context_matches_answerability(df: pl.DataFrame, _: dict) -> pl.DataFra
 
 
 STAGE = Stage(
-    "dialogues", run, DialogueConfig, inputs=("documents", "passages", "qa_seeds", "retrievals", "hard_negatives"),
-    outputs=("dialogues", "turns"), description="faithful multi-turn dialogues", roles=(USER, ASSISTANT),
+    "dialogues",
+    run,
+    DialogueConfig,
+    inputs=("documents", "passages", "qa_seeds", "retrievals", "hard_negatives"),
+    outputs=("dialogues", "turns"),
+    description="faithful multi-turn dialogues",
+    roles=(USER, ASSISTANT),
     operations=("choose_next_question", "write_question", "answer_turn", "refuse_turn", "reconfirm_turn"),
-    rules={"dialogues": (Rule("turn_count_matches", "n_turns equals the turns published for the dialogue",
-                              _dialogue_turn_count),),
-           "turns": (Rule("context_matches_answerability", "answerable turns show the gold passage and no hard "
-                          "negative; unanswerable turns show only hard negatives", _turn_context_matches_answerability),)})
+    rules={
+        "dialogues": (Rule("turn_count_matches", "n_turns equals the turns published for the dialogue", _dialogue_turn_count),),
+        "turns": (
+            Rule(
+                "context_matches_answerability",
+                "answerable turns show the gold passage and no hard negative; unanswerable turns show only hard negatives",
+                _turn_context_matches_answerability,
+            ),
+        ),
+    },
+)

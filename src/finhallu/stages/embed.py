@@ -20,8 +20,7 @@ from finhallu.stages.base import Frames, Stage, StageContext
 from finhallu.embedders import EmbedConfig, Embedder, embedder_for_model, embedder_from_config
 from finhallu.embedders.hashing import HashingEmbedder
 
-__all__ = ["EmbeddingCache", "HashingEmbedder", "embed_texts", "embedder_for_model", "embedder_from_config", "run",
-           "text_hash"]
+__all__ = ["EmbeddingCache", "HashingEmbedder", "embed_texts", "embedder_for_model", "embedder_from_config", "run", "text_hash"]
 
 CACHE_FILE = "embeddings.sqlite"
 
@@ -38,8 +37,10 @@ class EmbeddingCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         with self._conn() as con:
-            con.execute("CREATE TABLE IF NOT EXISTS vectors (model_id TEXT NOT NULL, text_sha256 TEXT NOT NULL, "
-                        "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, text_sha256)) WITHOUT ROWID")
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS vectors (model_id TEXT NOT NULL, text_sha256 TEXT NOT NULL, "
+                "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, text_sha256)) WITHOUT ROWID"
+            )
 
     def _conn(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
@@ -54,7 +55,7 @@ class EmbeddingCache:
         out: dict[str, np.ndarray] = {}
         con = self._conn()
         for i in range(0, len(hashes), 500):
-            part = hashes[i:i + 500]
+            part = hashes[i : i + 500]
             q = f"SELECT text_sha256, dim, vector FROM vectors WHERE model_id = ? AND text_sha256 IN ({','.join('?' * len(part))})"
             for h, d, blob in con.execute(q, [model_id, *part]):
                 if len(blob) == 4 * d and (dim is None or d == dim):
@@ -84,8 +85,9 @@ class EmbeddingCache:
             self._local.con = None
 
 
-def embed_texts(emb: Embedder, texts: list[str], cache: EmbeddingCache | None = None, batch: int = 256,
-                progress=lambda done, total: None) -> tuple[np.ndarray, dict]:
+def embed_texts(
+    emb: Embedder, texts: list[str], cache: EmbeddingCache | None = None, batch: int = 256, progress=lambda done, total: None
+) -> tuple[np.ndarray, dict]:
     """Vectors of texts (float32, (n, dim)); only distinct texts missing from the cache are encoded.
 
     Returns the matrix and stats {texts, distinct, cached, encoded}.
@@ -98,7 +100,7 @@ def embed_texts(emb: Embedder, texts: list[str], cache: EmbeddingCache | None = 
     missing = [h for h in first if h not in found]
     total = len(missing)
     for start in range(0, total, batch):
-        part = missing[start:start + batch]
+        part = missing[start : start + batch]
         vecs = emb.encode([texts[first[h]] for h in part])
         new = list(zip(part, vecs))
         found.update(new)
@@ -123,12 +125,16 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         if cache is not None:
             cache.close()
     ctx.progress(passages.height, passages.height)
-    return {"embeddings": pl.DataFrame({
-        "passage_id": passages["passage_id"],
-        "model": [emb.model_id] * passages.height,
-        "dim": [int(vecs.shape[1])] * passages.height,
-        "vector": pl.Series(vecs.tolist(), dtype=pl.List(pl.Float32)),
-    })}
+    return {
+        "embeddings": pl.DataFrame(
+            {
+                "passage_id": passages["passage_id"],
+                "model": [emb.model_id] * passages.height,
+                "dim": [int(vecs.shape[1])] * passages.height,
+                "vector": pl.Series(vecs.tolist(), dtype=pl.List(pl.Float32)),
+            }
+        )
+    }
 
 
 STAGE = Stage("embed", run, EmbedConfig, inputs=("passages",), outputs=("embeddings",), description="passage embeddings")

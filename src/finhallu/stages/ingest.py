@@ -41,8 +41,9 @@ class SourceConfig(Section):
 
     @model_validator(mode="after")
     def _default_test_split(self) -> "SourceConfig":
-        if self.split_ratio is not None and (any(v < 0 for v in self.split_ratio.values())
-                                             or sum(self.split_ratio.values()) <= 0):
+        if self.split_ratio is not None and (
+            any(v < 0 for v in self.split_ratio.values()) or sum(self.split_ratio.values()) <= 0
+        ):
             raise ValueError("split_ratio shares must be non-negative with a positive sum")
         if self.test_institutions is None:
             self.test_institutions = list(LOADERS.get(self.kind).test_institutions)
@@ -51,7 +52,6 @@ class SourceConfig(Section):
 
 class IngestConfig(Section):
     sources: list[SourceConfig]
-
 
 
 def _listed(src: SourceConfig) -> list[tuple[Path, str]]:
@@ -152,8 +152,16 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     files = [(src, f, name) for src in cfg.sources for f, name in source_files(src)]
     for src in cfg.sources:
         for f, name in skipped_files(src):
-            quarantine.append({"source": src.kind, "path": name, "record_id": None, "field": None, "stage": "ingest",
-                               "error": "not a regular file (FIFO, socket, device or directory): skipped"})
+            quarantine.append(
+                {
+                    "source": src.kind,
+                    "path": name,
+                    "record_id": None,
+                    "field": None,
+                    "stage": "ingest",
+                    "error": "not a regular file (FIFO, socket, device or directory): skipped",
+                }
+            )
     for n, (src, f, name) in enumerate(files):
         for item in _load_file(src.kind, f):
             if isinstance(item, Quarantined):
@@ -169,24 +177,47 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                 filtered[src.kind] = filtered.get(src.kind, 0) + 1
                 continue
             if item.doc_id in seen:
-                quarantine.append({"source": item.source, "path": item.source_path, "record_id": item.doc_id,
-                                   "field": "doc_id", "error": "duplicate doc_id (first occurrence kept)", "stage": "ingest"})
+                quarantine.append(
+                    {
+                        "source": item.source,
+                        "path": item.source_path,
+                        "record_id": item.doc_id,
+                        "field": "doc_id",
+                        "error": "duplicate doc_id (first occurrence kept)",
+                        "stage": "ingest",
+                    }
+                )
                 continue
             seen.add(item.doc_id)
             loaded.add(src.kind)
-            docs.append({
-                "doc_id": item.doc_id, "source": item.source, "institution": item.institution, "lang": item.lang,
-                "title": item.title, "doc_type": item.doc_type, "published": iso_date_or_period(item.published),
-                "source_path": item.source_path.replace(str(f), name), "split": _split(src, item),
-                "blocks": [b.__dict__ for b in item.blocks],
-            })
+            docs.append(
+                {
+                    "doc_id": item.doc_id,
+                    "source": item.source,
+                    "institution": item.institution,
+                    "lang": item.lang,
+                    "title": item.title,
+                    "doc_type": item.doc_type,
+                    "published": iso_date_or_period(item.published),
+                    "source_path": item.source_path.replace(str(f), name),
+                    "split": _split(src, item),
+                    "blocks": [b.__dict__ for b in item.blocks],
+                }
+            )
             qas.extend(item.qas)
             for qa in item.qas:  # kept (flagged) in source_qas, and reported in quarantine
                 if "clue_not_in_context" in qa["flags"] or ("answer_not_in_context" in qa["flags"] and not qa["clue_text"]):
                     field = "answer.clue_text" if "clue_not_in_context" in qa["flags"] else "answer.text"
-                    quarantine.append({"source": item.source, "path": item.source_path.replace(str(f), name),
-                                       "record_id": qa["qa_id"], "field": field, "stage": "ingest",
-                                       "error": f"{field} does not occur in its cleaned context; the QA is not used as a seed"})
+                    quarantine.append(
+                        {
+                            "source": item.source,
+                            "path": item.source_path.replace(str(f), name),
+                            "record_id": qa["qa_id"],
+                            "field": field,
+                            "stage": "ingest",
+                            "error": f"{field} does not occur in its cleaned context; the QA is not used as a seed",
+                        }
+                    )
         ctx.progress(n + 1, len(files))
     for kind, n in sorted(filtered.items()):
         print(f"ingest: {n} {kind} document(s) left out by the source's `categories`")
@@ -207,5 +238,12 @@ def _empty(name: str) -> pl.DataFrame:
     return pl.DataFrame(schema=CONTRACTS[name].schema)
 
 
-STAGE = Stage("ingest", run, IngestConfig, inputs=(), outputs=("documents", "source_qas", "facts", "quarantine"),
-              description="raw files -> documents", rules={"documents": (INSTITUTION_IN_ONE_SPLIT,)})
+STAGE = Stage(
+    "ingest",
+    run,
+    IngestConfig,
+    inputs=(),
+    outputs=("documents", "source_qas", "facts", "quarantine"),
+    description="raw files -> documents",
+    rules={"documents": (INSTITUTION_IN_ONE_SPLIT,)},
+)

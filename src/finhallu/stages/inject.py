@@ -36,8 +36,17 @@ from finhallu.taxonomy import SPLITS
 from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kwargs, judge_lazily
 from finhallu.schemas.rules import Rule
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
-from finhallu.injectors import (INJECTORS, Injected, TurnView, entities, fabricate, find_leaf, load_injectors,
-                                minimal_edit_subtypes, subtypes_by_type)
+from finhallu.injectors import (
+    INJECTORS,
+    Injected,
+    TurnView,
+    entities,
+    fabricate,
+    find_leaf,
+    load_injectors,
+    minimal_edit_subtypes,
+    subtypes_by_type,
+)
 from finhallu.injectors.false_acceptance import MIN_HARD_NEGATIVES
 from finhallu.injectors.ops import InjectOut
 from finhallu.injectors.verify import edit_distance
@@ -58,7 +67,8 @@ class InjectConfig(Section):
     # entity_error: replacement strategy and mention selection, drawn per dialogue from these lists.
     entity_strategies: list[Literal["embedding", "instructed"]] = Field(default_factory=lambda: ["embedding", "instructed"])
     entity_selections: list[Literal["uniform", "theme", "position"]] = Field(
-        default_factory=lambda: ["uniform", "theme", "position"])
+        default_factory=lambda: ["uniform", "theme", "position"]
+    )
     entity_noise_sigma: float = Field(0.5, ge=0.0)  # norm of the Gaussian noise on a unit entity embedding
     # Every subtype a split can carry is injected at least this often there before types are balanced.
     min_per_subtype: int = Field(1, ge=0)
@@ -109,17 +119,27 @@ def _views(dialogue: dict, turns: list[dict], data: dict, variant: str) -> list[
     for i, t in enumerate(turns):
         seed = seeds[t["seed_id"]]
         ids = [c["passage_id"] for c in t["context"]]
-        views.append(TurnView(
-            turn=t, history=turns[:i], lang=dialogue["lang"],
-            evidence=[passages[p]["text"] for p in ids],
-            gold_text=passages[t["gold_passage_id"]]["text"] if t["gold_passage_id"] else None,
-            other_context=[{"passage_id": p, "text": passages[p]["text"], "doc_id": passages[p]["doc_id"]}
-                           for p in ids if p != t["gold_passage_id"]],
-            sibling_seeds=[s for s in data["by_doc"].get(dialogue["doc_id"], []) if s["seed_id"] != seed["seed_id"]],
-            hard_negatives=negs.planned(t["seed_id"]), seed=seed, doc_id=dialogue["doc_id"], variant=variant,
-            entities=data["entities"].get((dialogue["split"], dialogue["lang"])),
-            claims=data["claims"].get((dialogue["split"], dialogue["source"], dialogue["lang"])),
-        ))
+        views.append(
+            TurnView(
+                turn=t,
+                history=turns[:i],
+                lang=dialogue["lang"],
+                evidence=[passages[p]["text"] for p in ids],
+                gold_text=passages[t["gold_passage_id"]]["text"] if t["gold_passage_id"] else None,
+                other_context=[
+                    {"passage_id": p, "text": passages[p]["text"], "doc_id": passages[p]["doc_id"]}
+                    for p in ids
+                    if p != t["gold_passage_id"]
+                ],
+                sibling_seeds=[s for s in data["by_doc"].get(dialogue["doc_id"], []) if s["seed_id"] != seed["seed_id"]],
+                hard_negatives=negs.planned(t["seed_id"]),
+                seed=seed,
+                doc_id=dialogue["doc_id"],
+                variant=variant,
+                entities=data["entities"].get((dialogue["split"], dialogue["lang"])),
+                claims=data["claims"].get((dialogue["split"], dialogue["source"], dialogue["lang"])),
+            )
+        )
     return views
 
 
@@ -129,8 +149,9 @@ class _FalseAcceptanceNegatives:
     the first time an attempt needs them, in rank order and lazily as retrieve would. Until then
     the turn plans with its first K step-1 candidates."""
 
-    def __init__(self, hard_negatives: pl.DataFrame, seeds: dict, passages: dict, llm: LLMRouter, rcfg: HardNegativeConfig,
-                 k: int):
+    def __init__(
+        self, hard_negatives: pl.DataFrame, seeds: dict, passages: dict, llm: LLMRouter, rcfg: HardNegativeConfig, k: int
+    ):
         self.seeds, self.passages, self.k, self.llm, self.rcfg = seeds, passages, k, llm, rcfg
         self.judged: dict[str, list[str]] = {}
         self.pending: dict[str, list[dict]] = {}  # deferred candidate rows, rank order
@@ -168,8 +189,16 @@ def _seed(*parts: object) -> int:
 class _Injector:
     """One injection source: its name (the `injector` column), LLM role and rule variant."""
 
-    def __init__(self, name: str, role: str, variant: str, llm: LLMRouter, cfg: InjectConfig, registry: dict,
-                 negatives: _FalseAcceptanceNegatives):
+    def __init__(
+        self,
+        name: str,
+        role: str,
+        variant: str,
+        llm: LLMRouter,
+        cfg: InjectConfig,
+        registry: dict,
+        negatives: _FalseAcceptanceNegatives,
+    ):
         self.name, self.role, self.variant, self.llm, self.cfg, self.registry = name, role, variant, llm, cfg, registry
         self.negatives = negatives
 
@@ -198,9 +227,15 @@ class _Injector:
                 return None
             view = dataclasses.replace(view, hard_negatives=confirmed)
         instruction = find_leaf(htype, subtype).instruction
-        out: InjectOut = self.llm.call(self.role, f"inject_{htype}", view=view.payload(), subtype=subtype,
-                                       instruction=instruction.get(view.lang, instruction["en"]), lang=view.lang,
-                                       rng_seed=seed)
+        out: InjectOut = self.llm.call(
+            self.role,
+            f"inject_{htype}",
+            view=view.payload(),
+            subtype=subtype,
+            instruction=instruction.get(view.lang, instruction["en"]),
+            lang=view.lang,
+            rng_seed=seed,
+        )
         if out is None or not out.response:  # None: the call failed for good (recorded in llm_calls)
             return None
         if out.subtype is not None and out.subtype != subtype:
@@ -210,13 +245,21 @@ class _Injector:
         context = [{"passage_id": p, "role": "hard_negative"} for p in view.hard_negatives] if replace else None
         counterpart = out.counterpart
         if htype == "false_acceptance" and view.turn["answerable"] and not counterpart:
-            refusal = self.llm.call(self.role, "refuse_turn", question=view.turn["standalone_query"],
-                                    lang=view.lang, rng_seed=seed)
+            refusal = self.llm.call(
+                self.role, "refuse_turn", question=view.turn["standalone_query"], lang=view.lang, rng_seed=seed
+            )
             if refusal is None:
                 return None
             counterpart = refusal.text
-        return Injected(out.subtype if out.subtype is not None else subtype, out.response, out.edit, context,
-                        counterpart, out.counterpart_label, out.strategy)
+        return Injected(
+            out.subtype if out.subtype is not None else subtype,
+            out.response,
+            out.edit,
+            context,
+            counterpart,
+            out.counterpart_label,
+            out.strategy,
+        )
 
 
 def _leaves(cfg: InjectConfig, registry: dict) -> list[tuple[str, str | None]]:
@@ -241,13 +284,15 @@ def _feasible(views: list[TurnView], leaves, inj: _Injector, did: str) -> dict[t
                 ok.append((v, seed))
                 break  # the best-suited editable turn is the target; later ones are fallbacks for an LLM
         if ok:
-            out[(htype, sub)] = ok + [(v, _seed(did, inj.name, htype, sub, v.turn["turn_index"]))
-                                      for v in ranked if v is not ok[0][0]]
+            out[(htype, sub)] = ok + [
+                (v, _seed(did, inj.name, htype, sub, v.turn["turn_index"])) for v in ranked if v is not ok[0][0]
+            ]
     return out
 
 
-def _assign(items: list[tuple[dict, _Injector, dict]], rng: random.Random, min_per_leaf: int = 1,
-            weights: dict[str, float] | None = None) -> list[tuple[dict, _Injector, list, dict]]:
+def _assign(
+    items: list[tuple[dict, _Injector, dict]], rng: random.Random, min_per_leaf: int = 1, weights: dict[str, float] | None = None
+) -> list[tuple[dict, _Injector, list, dict]]:
     """Weighted assignment of leaves to dialogues (see the module docstring). When the split has
     room (two dialogues per leaf), every leaf it can carry first gets `min_per_leaf` dialogues
     (rarest leaf first, each from the dialogue with the fewest options); then the rest go greedily
@@ -279,15 +324,24 @@ def _assign(items: list[tuple[dict, _Injector, dict]], rng: random.Random, min_p
             continue
         for leaf in feas:
             remaining[leaf] -= 1
-        best = min(feas, key=lambda lf: ((type_n[lf[0]] + 1) / w(lf[0]), type_by_inj[(inj.name, lf[0])] / w(lf[0]),
-                                         leaf_n[lf], remaining[lf], str(lf)))
+        best = min(
+            feas,
+            key=lambda lf: (
+                (type_n[lf[0]] + 1) / w(lf[0]),
+                type_by_inj[(inj.name, lf[0])] / w(lf[0]),
+                leaf_n[lf],
+                remaining[lf],
+                str(lf),
+            ),
+        )
         take(d, inj, best)
     out = []
     for d, inj, feas in items:
         if d["dialogue_id"] in chosen:  # the chosen leaf first, the others as fallbacks
             first = chosen[d["dialogue_id"]]
-            order = [first] + sorted((lf for lf in feas if lf != first),
-                                     key=lambda lf: ((type_n[lf[0]] + 1) / w(lf[0]), leaf_n[lf], str(lf)))
+            order = [first] + sorted(
+                (lf for lf in feas if lf != first), key=lambda lf: ((type_n[lf[0]] + 1) / w(lf[0]), leaf_n[lf], str(lf))
+            )
             out.append((d, inj, order, feas))
     return sorted(out, key=lambda x: x[0]["dialogue_id"])
 
@@ -316,19 +370,29 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     passage_rows = {p["passage_id"]: p for p in passages.iter_rows(named=True)}
     # P_n for False Acceptance: the first K hard negatives, K as the turns' contexts have it.
     k = max((len(c) for c in inputs["turns"]["context"].to_list()), default=10)
-    negatives = _FalseAcceptanceNegatives(inputs["hard_negatives"], seeds, passage_rows, llm,
-                                          ctx.sections.get("retrieve") or HardNegativeConfig(), k)
-    sources = [_Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry, negatives)
-               for i, name in enumerate(cfg.injectors)]
+    negatives = _FalseAcceptanceNegatives(
+        inputs["hard_negatives"], seeds, passage_rows, llm, ctx.sections.get("retrieve") or HardNegativeConfig(), k
+    )
+    sources = [
+        _Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry, negatives) for i, name in enumerate(cfg.injectors)
+    ]
     inventories = {}
     if "entity_error" in registry["contradictory"].subtypes and "contradictory" in cfg.types:
-        for (split, lang), part in sorted(passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list()))
-                                          .group_by("split", "lang"), key=lambda g: g[0]):
+        for (split, lang), part in sorted(
+            passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list())).group_by("split", "lang"),
+            key=lambda g: g[0],
+        ):
             inventories[(split, lang)] = entities.EntityInventory.build(part.sort("passage_id")["text"].to_list(), lang)
-    data = {"passages": passage_rows,
-            "seeds": seeds, "negatives": negatives, "by_doc": by_doc, "entities": inventories,
-            "claims": fabricate.inventories(inputs["passages"], dialogues["split"].unique().to_list())
-            if "unverifiable" in cfg.types else {}}
+    data = {
+        "passages": passage_rows,
+        "seeds": seeds,
+        "negatives": negatives,
+        "by_doc": by_doc,
+        "entities": inventories,
+        "claims": fabricate.inventories(inputs["passages"], dialogues["split"].unique().to_list())
+        if "unverifiable" in cfg.types
+        else {},
+    }
 
     leaves = _leaves(cfg, registry)
     rows, done = [], 0
@@ -362,8 +426,10 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         else:
             given_up[why] += 1
     if given_up:
-        ctx.warn(f"stage inject: {sum(given_up.values())} dialogues got no injection within inject.max_attempts="
-                 f"{cfg.max_attempts} calls: " + ", ".join(f"{why} ({n})" for why, n in sorted(given_up.items())))
+        ctx.warn(
+            f"stage inject: {sum(given_up.values())} dialogues got no injection within inject.max_attempts="
+            f"{cfg.max_attempts} calls: " + ", ".join(f"{why} ({n})" for why, n in sorted(given_up.items()))
+        )
     return {"injections": rows_frame(rows, "injection_id")}
 
 
@@ -395,20 +461,33 @@ def _row(d: dict, split: str, inj: _Injector, htype: str, view: TurnView, out: I
     chars, words = edit_distance(t["response"], out.response)
     return {
         "injection_id": "inj-" + hashlib.sha256(f"{d['dialogue_id']}|{inj.name}".encode()).hexdigest()[:14],
-        "dialogue_id": d["dialogue_id"], "turn_id": t["turn_id"], "turn_index": t["turn_index"], "split": split,
-        "injector": inj.name, "hallu_type": htype, "hallu_subtype": out.subtype, "original_response": t["response"],
+        "dialogue_id": d["dialogue_id"],
+        "turn_id": t["turn_id"],
+        "turn_index": t["turn_index"],
+        "split": split,
+        "injector": inj.name,
+        "hallu_type": htype,
+        "hallu_subtype": out.subtype,
+        "original_response": t["response"],
         "injected_response": out.response,
         "injected_context": out.context if out.context is not None else t["context"],
         "counterpart_response": out.counterpart if out.counterpart is not None else t["response"],
-        "counterpart_label": out.counterpart_label, "edit": out.edit, "strategy": out.strategy,
-        "edit_chars": chars, "edit_words": words,
+        "counterpart_label": out.counterpart_label,
+        "edit": out.edit,
+        "strategy": out.strategy,
+        "edit_chars": chars,
+        "edit_words": words,
     }
 
 
 # ---- gate rules -------------------------------------------------------------------------------
 def _one_injection_per_dialogue(df: pl.DataFrame, _: dict) -> pl.DataFrame:
-    return (df.group_by("dialogue_id").agg(n_injected_turns=pl.len())
-            .with_columns(ok=pl.col("n_injected_turns") == 1).sort("dialogue_id"))
+    return (
+        df.group_by("dialogue_id")
+        .agg(n_injected_turns=pl.len())
+        .with_columns(ok=pl.col("n_injected_turns") == 1)
+        .sort("dialogue_id")
+    )
 
 
 def _subtype_matches_type(df: pl.DataFrame, _: dict) -> pl.DataFrame:
@@ -421,12 +500,33 @@ def _subtype_matches_type(df: pl.DataFrame, _: dict) -> pl.DataFrame:
 
 
 STAGE = Stage(
-    "inject", run, InjectConfig, inputs=("dialogues", "turns", "dialogue_qc", "passages", "qa_seeds", "hard_negatives"),
-    outputs=("injections",), description="hallucination injection", reads=("retrieve",),
-    roles=("injector_a", "injector_b", JUDGE), configured_roles=lambda cfg, _roles: cfg.injector_roles,
-    operations=("inject_contradictory", "inject_unverifiable", "inject_irrelevance", "inject_false_acceptance",
-                "inject_false_refusal", "perturb_entity", "refuse_turn", "judge_answerability"),
-    rules={"injections": (
-        Rule("one_injected_turn_per_dialogue", "exactly one injected turn per base dialogue (one source each)",
-             _one_injection_per_dialogue),
-        Rule("subtype_matches_type", "the subtype belongs to the type", _subtype_matches_type))})
+    "inject",
+    run,
+    InjectConfig,
+    inputs=("dialogues", "turns", "dialogue_qc", "passages", "qa_seeds", "hard_negatives"),
+    outputs=("injections",),
+    description="hallucination injection",
+    reads=("retrieve",),
+    roles=("injector_a", "injector_b", JUDGE),
+    configured_roles=lambda cfg, _roles: cfg.injector_roles,
+    operations=(
+        "inject_contradictory",
+        "inject_unverifiable",
+        "inject_irrelevance",
+        "inject_false_acceptance",
+        "inject_false_refusal",
+        "perturb_entity",
+        "refuse_turn",
+        "judge_answerability",
+    ),
+    rules={
+        "injections": (
+            Rule(
+                "one_injected_turn_per_dialogue",
+                "exactly one injected turn per base dialogue (one source each)",
+                _one_injection_per_dialogue,
+            ),
+            Rule("subtype_matches_type", "the subtype belongs to the type", _subtype_matches_type),
+        )
+    },
+)

@@ -38,6 +38,7 @@ class InjectionQCConfig(Section):
     verifier_nli_model: str | None = None
     verifier_nli_threshold: float = Field(0.5, gt=0, lt=1)
 
+
 JUDGE = "rules-judge-v2"
 
 
@@ -49,10 +50,18 @@ class InjectionScores(BaseModel):
 
 # ---- injection judge -----------------------------------------------------------------------
 @operation("judge_injection", InjectionScores)
-def judge_injection(hallu_type: str, subtype: str | None, original: str, injected: str, evidence: list[str],
-                    history: str, turn: dict, lang: str, max_edit_words: int = 4) -> InjectionScores:
-    inj = {"original_response": original, "injected_response": injected, "hallu_type": hallu_type,
-           "hallu_subtype": subtype}
+def judge_injection(
+    hallu_type: str,
+    subtype: str | None,
+    original: str,
+    injected: str,
+    evidence: list[str],
+    history: str,
+    turn: dict,
+    lang: str,
+    max_edit_words: int = 4,
+) -> InjectionScores:
+    inj = {"original_response": original, "injected_response": injected, "hallu_type": hallu_type, "hallu_subtype": subtype}
     ok, why = verify_label(inj, turn, evidence, history)
     nat, issues = naturalness(original, injected, hallu_type)
     reasons = [] if ok else [f"label not verified: {why}"]
@@ -74,11 +83,23 @@ def _history(turns: list[dict], before: int) -> str:
 def _verifier_calls(inj: dict, turn: dict, evidence: list[str], history: str, lang: str) -> list[dict]:
     """The label verifier's two checks of a pair: the injected response against its leaf's rule,
     the counterpart against the faithful label it carries."""
-    common = dict(evidence=evidence, history=history, question=turn["standalone_query"] or turn["query"],
-                  answer=turn["answer"], clue=turn["clue_text"], lang=lang)
-    return [verify_inputs(leaf(inj["hallu_type"], inj["hallu_subtype"], "hallucination"),
-                          inj["injected_response"], inj["counterpart_response"], **common),
-            verify_inputs(inj["counterpart_label"], inj["counterpart_response"], inj["injected_response"], **common)]
+    common = dict(
+        evidence=evidence,
+        history=history,
+        question=turn["standalone_query"] or turn["query"],
+        answer=turn["answer"],
+        clue=turn["clue_text"],
+        lang=lang,
+    )
+    return [
+        verify_inputs(
+            leaf(inj["hallu_type"], inj["hallu_subtype"], "hallucination"),
+            inj["injected_response"],
+            inj["counterpart_response"],
+            **common,
+        ),
+        verify_inputs(inj["counterpart_label"], inj["counterpart_response"], inj["injected_response"], **common),
+    ]
 
 
 def run(inputs: Frames, ctx: StageContext[InjectionQCConfig]) -> Frames:
@@ -98,23 +119,36 @@ def run(inputs: Frames, ctx: StageContext[InjectionQCConfig]) -> Frames:
         hist = _history(history[inj["dialogue_id"]], inj["turn_index"])
         evidence = [passages[c["passage_id"]] for c in inj["injected_context"]]
         lang = "ko" if re.search("[가-힣]", inj["original_response"]) else "en"
-        calls.append(dict(hallu_type=inj["hallu_type"], subtype=inj["hallu_subtype"],
-                          original=inj["original_response"], injected=inj["injected_response"],
-                          evidence=evidence, history=hist,
-                          turn={k: turn[k] for k in ("answerable", "clue_text", "answer")},
-                          lang=lang, max_edit_words=cfg.max_minimal_edit_words))
+        calls.append(
+            dict(
+                hallu_type=inj["hallu_type"],
+                subtype=inj["hallu_subtype"],
+                original=inj["original_response"],
+                injected=inj["injected_response"],
+                evidence=evidence,
+                history=hist,
+                turn={k: turn[k] for k in ("answerable", "clue_text", "answer")},
+                lang=lang,
+                max_edit_words=cfg.max_minimal_edit_words,
+            )
+        )
         checks += _verifier_calls(inj, turn, evidence, hist, lang)
     # The judge and the label verifier read the same injections apart: both passes at once.
-    passes = [lambda: llm.call_many("injection_judge", "judge_injection", calls),
-              lambda: llm.call_many("label_verifier", "verify_sample", checks) if cfg.verify_labels else [None] * len(checks)]
+    passes = [
+        lambda: llm.call_many("injection_judge", "judge_injection", calls),
+        lambda: llm.call_many("label_verifier", "verify_sample", checks) if cfg.verify_labels else [None] * len(checks),
+    ]
     verdicts, label_checks = map_items(lambda run: run(), passes, llm, ("injection_judge", "label_verifier"))
     if cfg.verify_labels and cfg.verifier_nli_model:
         label_checks = _with_nli(label_checks, checks, cfg)
     for n, (inj, s) in enumerate(zip(inj_rows, verdicts)):
-        rows.append(_qc_row(inj, s, label_checks[2 * n:2 * n + 2], cfg, judge))
+        rows.append(_qc_row(inj, s, label_checks[2 * n : 2 * n + 2], cfg, judge))
         ctx.progress(n + 1, len(inj_rows))
-    return {"injection_qc": rows_frame(rows, "injection_id", schema_overrides={
-        "reasons": pl.List(pl.String), "verify_reasons": pl.List(pl.String)})}
+    return {
+        "injection_qc": rows_frame(
+            rows, "injection_id", schema_overrides={"reasons": pl.List(pl.String), "verify_reasons": pl.List(pl.String)}
+        )
+    }
 
 
 def _with_nli(verdicts: list, checks: list[dict], cfg: InjectionQCConfig) -> list:
@@ -135,8 +169,9 @@ def _qc_row(inj: dict, s: InjectionScores | None, checks: list, cfg: InjectionQC
         s = InjectionScores(appropriateness=1, naturalness=1, reasons=["judge: no valid judgement (LLM call failed)"])
     appropriate = s.appropriateness >= cfg.min_appropriateness
     natural = s.naturalness >= cfg.min_naturalness
-    reasons = ([] if appropriate else [f"appropriateness {s.appropriateness} < {cfg.min_appropriateness}"]) + \
-              ([] if natural else [f"naturalness {s.naturalness} < {cfg.min_naturalness}"])
+    reasons = ([] if appropriate else [f"appropriateness {s.appropriateness} < {cfg.min_appropriateness}"]) + (
+        [] if natural else [f"naturalness {s.naturalness} < {cfg.min_naturalness}"]
+    )
     if reasons:
         reasons += s.reasons
     verify_reasons: list[str] = []
@@ -147,11 +182,26 @@ def _qc_row(inj: dict, s: InjectionScores | None, checks: list, cfg: InjectionQC
             elif not v.ok:
                 verify_reasons += [f"{side}: {r}" for r in (v.reasons or ["rejected"])]
     verified = not verify_reasons
-    return {"injection_id": inj["injection_id"], "appropriate": appropriate, "naturalness": s.naturalness,
-            "appropriateness": s.appropriateness, "verified": verified, "verify_reasons": verify_reasons,
-            "passed": appropriate and natural and verified, "reasons": reasons + verify_reasons, "judge": judge}
+    return {
+        "injection_id": inj["injection_id"],
+        "appropriate": appropriate,
+        "naturalness": s.naturalness,
+        "appropriateness": s.appropriateness,
+        "verified": verified,
+        "verify_reasons": verify_reasons,
+        "passed": appropriate and natural and verified,
+        "reasons": reasons + verify_reasons,
+        "judge": judge,
+    }
 
 
-STAGE = Stage("injection_qc", run, InjectionQCConfig, inputs=("injections", "turns", "passages"),
-              outputs=("injection_qc",), description="injection judge and label verifier",
-              roles=("injection_judge", "label_verifier"), operations=("judge_injection", "verify_sample"))
+STAGE = Stage(
+    "injection_qc",
+    run,
+    InjectionQCConfig,
+    inputs=("injections", "turns", "passages"),
+    outputs=("injection_qc",),
+    description="injection judge and label verifier",
+    roles=("injection_judge", "label_verifier"),
+    operations=("judge_injection", "verify_sample"),
+)

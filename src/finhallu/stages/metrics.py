@@ -57,6 +57,7 @@ class MetricsConfig(Section):
             raise ValueError(f"metrics.sweep_min ({self.sweep_min}) exceeds sweep_max ({self.sweep_max})")
         return self
 
+
 LABEL_3CLASS = ("faithful_answer", "hallucination", "refusal")
 TYPE_LABELS = HALLU_TYPES + ("none",)
 
@@ -91,6 +92,7 @@ class Resampler:
 
 
 # ---- slices -------------------------------------------------------------------------------------
+
 
 def _pairs_of(df: pl.DataFrame, **match) -> pl.DataFrame:
     """Both sides of the pairs whose hallucinated sample matches (the faithful side has no type)."""
@@ -147,7 +149,7 @@ class Setting:
 def _coded(name: str, y: np.ndarray, p: np.ndarray, labels: tuple, ids: tuple, strata: np.ndarray) -> Setting:
     names, codes = np.unique(np.concatenate([y, p]), return_inverse=True)
     fn = lambda a, b, w=None: multiclass_from_codes(a, b, names, labels, w)  # noqa: E731
-    return Setting(name, codes[: len(y)], codes[len(y):], None, fn, y, p, ids, strata)
+    return Setting(name, codes[: len(y)], codes[len(y) :], None, fn, y, p, ids, strata)
 
 
 def _settings(s: pl.DataFrame, full: bool) -> list[Setting]:
@@ -169,11 +171,20 @@ def _settings(s: pl.DataFrame, full: bool) -> list[Setting]:
 
 
 def _row(ctx: dict, setting: str, slice_name: str, metric: str, value: float, ci=(None, None), n: int = 0) -> dict:
-    return {**ctx, "setting": setting, "slice": slice_name, "metric": metric, "value": float(value),
-            "ci_low": ci[0], "ci_high": ci[1], "n": n}
+    return {
+        **ctx,
+        "setting": setting,
+        "slice": slice_name,
+        "metric": metric,
+        "value": float(value),
+        "ci_low": ci[0],
+        "ci_high": ci[1],
+        "n": n,
+    }
 
 
 # ---- threshold sweep ----------------------------------------------------------------------------
+
 
 def thresholds(cfg: MetricsConfig) -> np.ndarray:
     return np.round(np.arange(cfg.sweep_min, cfg.sweep_max + 1e-9, cfg.sweep_step), 4)
@@ -219,13 +230,18 @@ def _threshold_rows(df: pl.DataFrame, cfg: MetricsConfig, base: dict, resampler:
 
 # ---- pairwise statistics -----------------------------------------------------------------------
 
+
 def _correct_matrix(joined: pl.DataFrame, detectors: list[str], setting: str, split: str | None) -> tuple[np.ndarray, int]:
     """(n, k) correctness of `detectors` on the samples every one of them scored."""
     label, pred = ("label_binary", "pred_binary") if setting == "binary" else ("label_4class", "pred_4class")
     df = joined if split is None else joined.filter(pl.col("split") == split)
-    wide = (df.filter(pl.col("detector").is_in(detectors))
-            .with_columns(ok=(pl.col(label) == pl.col(pred)).cast(pl.Int8))
-            .pivot(on="detector", index="sample_id", values="ok").drop_nulls().sort("sample_id"))
+    wide = (
+        df.filter(pl.col("detector").is_in(detectors))
+        .with_columns(ok=(pl.col(label) == pl.col(pred)).cast(pl.Int8))
+        .pivot(on="detector", index="sample_id", values="ok")
+        .drop_nulls()
+        .sort("sample_id")
+    )
     if wide.height == 0 or any(d not in wide.columns for d in detectors):
         return np.zeros((0, len(detectors))), 0
     return wide.select(detectors).to_numpy().astype(bool), wide.height
@@ -234,8 +250,11 @@ def _correct_matrix(joined: pl.DataFrame, detectors: list[str], setting: str, sp
 def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list[dict]:
     detectors = sorted(joined["detector"].unique().to_list())
     splits = set(joined["split"].unique().to_list())
-    scopes = [("all", None)] + ([(f"split={cfg.threshold_apply_split}", cfg.threshold_apply_split)]
-                                if cfg.threshold_apply_split in splits and len(splits) > 1 else [])
+    scopes = [("all", None)] + (
+        [(f"split={cfg.threshold_apply_split}", cfg.threshold_apply_split)]
+        if cfg.threshold_apply_split in splits and len(splits) > 1
+        else []
+    )
     rows = []
     blank = {"df": None, "p_holm": None, "a_only_correct": None, "b_only_correct": None, "net": None}
     for setting in ("binary", "4class"):
@@ -246,10 +265,24 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list
                 if not n:
                     continue
                 t = stats.mcnemar(x[:, 0], x[:, 1])
-                pair_rows.append({**base, **blank, "test": "mcnemar_exact" if t.exact else "mcnemar_chi2", "setting": setting,
-                                  "slice": slice_name, "detector_a": a, "detector_b": b, "detectors": [a, b], "n": n,
-                                  "statistic": t.statistic, "p_value": t.p_value, "a_only_correct": t.a_only,
-                                  "b_only_correct": t.b_only, "net": t.b_only - t.a_only})
+                pair_rows.append(
+                    {
+                        **base,
+                        **blank,
+                        "test": "mcnemar_exact" if t.exact else "mcnemar_chi2",
+                        "setting": setting,
+                        "slice": slice_name,
+                        "detector_a": a,
+                        "detector_b": b,
+                        "detectors": [a, b],
+                        "n": n,
+                        "statistic": t.statistic,
+                        "p_value": t.p_value,
+                        "a_only_correct": t.a_only,
+                        "b_only_correct": t.b_only,
+                        "net": t.b_only - t.a_only,
+                    }
+                )
             for r, p in zip(pair_rows, stats.holm([r["p_value"] for r in pair_rows])):
                 r["p_holm"] = float(p)
             rows += pair_rows
@@ -257,9 +290,22 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list
                 x, n = _correct_matrix(joined, detectors, setting, split)
                 if n:
                     q = stats.cochrans_q(x)
-                    rows.append({**base, **blank, "test": "cochran_q", "setting": setting, "slice": slice_name,
-                                 "detector_a": "*", "detector_b": "*", "detectors": detectors, "n": n,
-                                 "statistic": q.statistic, "df": q.df, "p_value": q.p_value})
+                    rows.append(
+                        {
+                            **base,
+                            **blank,
+                            "test": "cochran_q",
+                            "setting": setting,
+                            "slice": slice_name,
+                            "detector_a": "*",
+                            "detector_b": "*",
+                            "detectors": detectors,
+                            "n": n,
+                            "statistic": q.statistic,
+                            "df": q.df,
+                            "p_value": q.p_value,
+                        }
+                    )
             for baseline, condition in cfg.condition_pairs:
                 if baseline not in detectors or condition not in detectors:
                     continue
@@ -267,17 +313,33 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list
                 if not n:
                     continue
                 imp = stats.helped_hurt(x[:, 0], x[:, 1])
-                rows.append({**base, **blank, "test": "helped_hurt", "setting": setting, "slice": slice_name,
-                             "detector_a": baseline, "detector_b": condition, "detectors": [baseline, condition], "n": n,
-                             "statistic": imp.test.statistic, "p_value": imp.test.p_value,
-                             "a_only_correct": imp.hurt, "b_only_correct": imp.helped, "net": imp.net})
+                rows.append(
+                    {
+                        **base,
+                        **blank,
+                        "test": "helped_hurt",
+                        "setting": setting,
+                        "slice": slice_name,
+                        "detector_a": baseline,
+                        "detector_b": condition,
+                        "detectors": [baseline, condition],
+                        "n": n,
+                        "statistic": imp.test.statistic,
+                        "p_value": imp.test.p_value,
+                        "a_only_correct": imp.hurt,
+                        "b_only_correct": imp.helped,
+                        "net": imp.net,
+                    }
+                )
     return rows
 
 
 # ---- evaluate -----------------------------------------------------------------------------------
 
-def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig, seed: int,
-             dataset: str, dataset_version: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+
+def evaluate(
+    samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig, seed: int, dataset: str, dataset_version: str
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     keep = [c for c in samples.columns if c not in ("history", "passages", "response", "query", "standalone_query")]
     joined = detections.join(samples.select(keep), on="sample_id", how="inner").sort("detector", "sample_id")
     rows, conf, tests = [], [], []
@@ -287,13 +349,26 @@ def evaluate(samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig
         for slice_name, s, full in _slices(df):
             for st in _settings(s, full) if s.height else []:
                 point = {k: float(v) for k, v in st.metrics().items()}
-                cis = _bootstrap(st.y, st.p, st.fn, resampler.counts(st.ids, st.strata), cfg.confidence, st.scores) \
-                    if resampler else {}
+                cis = (
+                    _bootstrap(st.y, st.p, st.fn, resampler.counts(st.ids, st.strata), cfg.confidence, st.scores)
+                    if resampler
+                    else {}
+                )
                 rows += [_row(base, st.name, slice_name, m, v, cis.get(m, (None, None)), len(st.y)) for m, v in point.items()]
                 if slice_name == "all" or slice_name.startswith("split="):
                     pairs = pl.DataFrame({"t": st.y_labels, "p": st.p_labels}).group_by("t", "p").len()
-                    conf += [{"eval_id": eval_id, "detector": detector, "setting": st.name, "slice": slice_name,
-                              "true_label": t, "pred_label": pr, "count": n} for t, pr, n in pairs.iter_rows()]
+                    conf += [
+                        {
+                            "eval_id": eval_id,
+                            "detector": detector,
+                            "setting": st.name,
+                            "slice": slice_name,
+                            "true_label": t,
+                            "pred_label": pr,
+                            "count": n,
+                        }
+                        for t, pr, n in pairs.iter_rows()
+                    ]
         rows += _threshold_rows(df, cfg, base, resampler)
     for eval_id, df in sorted(joined.group_by("eval_id"), key=lambda kv: kv[0]):
         tests += pairwise_tests(df, cfg, {"eval_id": eval_id[0], "dataset": dataset, "dataset_version": dataset_version})
@@ -312,5 +387,11 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     return {"metrics": metrics, "confusion": confusion, "detector_tests": tests}
 
 
-STAGE = Stage("metrics", run, MetricsConfig, inputs=("samples", "detections"), outputs=("metrics", "confusion", "detector_tests"),
-              description="metrics with bootstrap CIs and paired tests")
+STAGE = Stage(
+    "metrics",
+    run,
+    MetricsConfig,
+    inputs=("samples", "detections"),
+    outputs=("metrics", "confusion", "detector_tests"),
+    description="metrics with bootstrap CIs and paired tests",
+)

@@ -3,12 +3,41 @@
 from __future__ import annotations
 
 from finhallu.schemas.rules import Rule
-from finhallu.stages import (assemble, chunk, detect, dialogue_qc, dialogues, embed, ingest, inject, injection_qc, metrics,
-                             report, retrieve, seed_qa)
+from finhallu.stages import (
+    assemble,
+    chunk,
+    detect,
+    dialogue_qc,
+    dialogues,
+    embed,
+    ingest,
+    inject,
+    injection_qc,
+    metrics,
+    report,
+    retrieve,
+    seed_qa,
+)
 from finhallu.stages.base import Stage
 
-STAGES: list[Stage] = [m.STAGE for m in (ingest, chunk, embed, seed_qa, retrieve, dialogues, dialogue_qc, inject,
-                                         injection_qc, assemble, detect, metrics, report)]
+STAGES: list[Stage] = [
+    m.STAGE
+    for m in (
+        ingest,
+        chunk,
+        embed,
+        seed_qa,
+        retrieve,
+        dialogues,
+        dialogue_qc,
+        inject,
+        injection_qc,
+        assemble,
+        detect,
+        metrics,
+        report,
+    )
+]
 STAGES_BY_NAME = {s.name: s for s in STAGES}
 PRODUCER = {table: s for s in STAGES for table in s.outputs}  # output table -> the stage that writes it
 

@@ -51,14 +51,17 @@ def restated_at_scale(q: Quantity, evidence: Iterable[Quantity]) -> Quantity | N
     for e in evidence:
         if not e.value or not compatible(e.unit, q.unit):
             continue
-        if _digits(e.raw) and _digits(e.raw) == _digits(q.raw) and significant_digits(Decimal(_digits(e.raw))) >= 3 \
-                and _names_scale(e) != _names_scale(q):  # "$1,250 million" vs "$1,250 billion" is a changed figure
+        if (
+            _digits(e.raw)
+            and _digits(e.raw) == _digits(q.raw)
+            and significant_digits(Decimal(_digits(e.raw))) >= 3
+            and _names_scale(e) != _names_scale(q)
+        ):  # "$1,250 million" vs "$1,250 billion" is a changed figure
             return e
         if significant_digits(e.stated) < 4:
             continue
         for m in _SCALES:
-            if abs(abs(e.stated) * m - abs(q.value)) <= q.precision or \
-                    abs(abs(e.value) - abs(q.stated) * m) <= e.precision:
+            if abs(abs(e.stated) * m - abs(q.value)) <= q.precision or abs(abs(e.value) - abs(q.stated) * m) <= e.precision:
                 return e
     return None
 

@@ -19,7 +19,7 @@ def normalize(text: str) -> str:
     t = unicodedata.normalize("NFKC", _PRIVATE_USE.sub("", text)).lower()
     parts, last = [], 0
     for span in find_numbers(t):
-        parts.append(t[last:span.start])
+        parts.append(t[last : span.start])
         parts.append(format_decimal(span.value) + canon_unit(span.unit))
         last = span.end
     parts.append(t[last:])

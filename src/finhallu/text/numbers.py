@@ -24,8 +24,10 @@ NUMBER_RE = re.compile(
     rf"|(?<![\d.,])(?:{_NUM})(?:\s(?:{_EUNIT})\b)?",
     re.IGNORECASE,
 )
-UNIT_RE = re.compile(r"\s?(%p|%|퍼센트|bp|bps|원|달러|개월|년|월|일|세|명|건|회|배|주|시간|분|억|percent|percentage points?|basis points?)",
-                     re.IGNORECASE)
+UNIT_RE = re.compile(
+    r"\s?(%p|%|퍼센트|bp|bps|원|달러|개월|년|월|일|세|명|건|회|배|주|시간|분|억|percent|percentage points?|basis points?)",
+    re.IGNORECASE,
+)
 _PIECE_RE = re.compile(rf"({_NUM})\s?({_KUNIT})?", re.IGNORECASE)
 
 
@@ -87,7 +89,7 @@ def find_numbers(text: str) -> list[NumberSpan]:
         unit_m = UNIT_RE.match(text, m.end())
         unit = unit_m.group(1) if unit_m else ""
         end = unit_m.end() if unit_m else m.end()
-        out.append(NumberSpan(m.start(), end, text[m.start():end], value, unit.lower(), m.end()))
+        out.append(NumberSpan(m.start(), end, text[m.start() : end], value, unit.lower(), m.end()))
     return out
 
 

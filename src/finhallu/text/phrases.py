@@ -44,14 +44,21 @@ def noun_phrases(text: str, spaced: bool = False) -> tuple[tuple[str, int, int],
 
 # English questions: the source frame ("According to Apple Inc.'s Form 10-K for fiscal 2023,"), the
 # wh-head ("what was the", "how much did"), "X report as", and the period go; the rest is the topic.
-_EN_FRAME = re.compile(r"^(?:according to|per|based on)\s+.{2,120}?,\s*(?=(?:what|how|which|who|when|where|by|did|does|do|is|are|was|were)\b)",
-                       re.IGNORECASE)
-_EN_ASK = re.compile(r"^(?:by\s+)?(?:(?:how|what)\s+about|what|how\s+much|how\s+many|which|who|when|where|why|how)\b\s*"
-                     r"(?:(?:was|were|is|are|did|does|do|has|have|had|will)\b\s*)?(the\s+)?", re.IGNORECASE)
+_EN_FRAME = re.compile(
+    r"^(?:according to|per|based on)\s+.{2,120}?,\s*(?=(?:what|how|which|who|when|where|by|did|does|do|is|are|was|were)\b)",
+    re.IGNORECASE,
+)
+_EN_ASK = re.compile(
+    r"^(?:by\s+)?(?:(?:how|what)\s+about|what|how\s+much|how\s+many|which|who|when|where|why|how)\b\s*"
+    r"(?:(?:was|were|is|are|did|does|do|has|have|had|will)\b\s*)?(the\s+)?",
+    re.IGNORECASE,
+)
 _EN_REPORTED = re.compile(r"^.{2,80}?\s+report(?:ed|s)?\s+as\s+(?:the\s+)?", re.IGNORECASE)
-_EN_PERIOD = re.compile(r"\s*(?:\b(?:in|for|during|at|as of)\s+(?:the\s+)?(?:fiscal\s+)?(?:year\s+)?\d{4}\b.*|"
-                        r"\bthat year\b.*|\b(?:increase|decrease|change|grow|rise|fall)\b\s*|\b(?:were|was|are|is) there\b.*)$",
-                        re.IGNORECASE)
+_EN_PERIOD = re.compile(
+    r"\s*(?:\b(?:in|for|during|at|as of)\s+(?:the\s+)?(?:fiscal\s+)?(?:year\s+)?\d{4}\b.*|"
+    r"\bthat year\b.*|\b(?:increase|decrease|change|grow|rise|fall)\b\s*|\b(?:were|was|are|is) there\b.*)$",
+    re.IGNORECASE,
+)
 _EN_AUX = {"did", "does", "do", "is", "are", "was", "were", "can", "could", "will", "would", "has", "have", "had", "should"}
 
 
@@ -59,15 +66,18 @@ def _english_topic(question: str) -> str:
     q = _EN_FRAME.sub("", question.strip()).rstrip("?.! ")
     m = _EN_ASK.match(q)
     lower = bool(m and m.group(1))  # "the Total net sales": a line item, not a name
-    q = q[m.end():] if m else q
+    q = q[m.end() :] if m else q
     reported = _EN_REPORTED.match(q)
     if reported:  # "... report as Net income": the line item
-        q, lower = q[reported.end():], True
+        q, lower = q[reported.end() :], True
     q = _EN_PERIOD.sub("", q).strip(" ,")
     words = q.split()
     if not words or len(words) > 8 or words[0].lower() in _EN_AUX:  # a yes/no question: its content words
-        words = [w for w in content_words(_EN_FRAME.sub("", question)) if not w[0].isdigit() and not is_particle(w)
-                 and w not in _EN_AUX][:3]
+        words = [
+            w
+            for w in content_words(_EN_FRAME.sub("", question))
+            if not w[0].isdigit() and not is_particle(w) and w not in _EN_AUX
+        ][:3]
         return " ".join(words) or "this question"
     if lower and not words[0].isupper():
         words[0] = words[0].lower()

@@ -28,9 +28,18 @@ _EN_SCALE = re.compile(r"\bin\s+(thousands|millions|billions)\b", re.IGNORECASE)
 _KO_SCALE = re.compile(r"단위\s*[:：]?\s*([^)\n|]*)")
 _EN_MULT = {"thousands": 10**3, "millions": 10**6, "billions": 10**9}
 # Longest first: "백만원" before "원".
-_KO_MULT = [("조원", 10**12, "KRW"), ("억원", 10**8, "KRW"), ("백만원", 10**6, "KRW"), ("천원", 10**3, "KRW"),
-            ("원", 1, "KRW"), ("백만달러", 10**6, "USD"), ("천달러", 10**3, "USD"), ("달러", 1, "USD"),
-            ("천주", 10**3, "shares"), ("주", 1, "shares")]
+_KO_MULT = [
+    ("조원", 10**12, "KRW"),
+    ("억원", 10**8, "KRW"),
+    ("백만원", 10**6, "KRW"),
+    ("천원", 10**3, "KRW"),
+    ("원", 1, "KRW"),
+    ("백만달러", 10**6, "USD"),
+    ("천달러", 10**3, "USD"),
+    ("달러", 1, "USD"),
+    ("천주", 10**3, "shares"),
+    ("주", 1, "shares"),
+]
 
 
 @dataclass(frozen=True)
@@ -71,8 +80,18 @@ def find_scale(text: str) -> Scale | None:
 
 _KO_PIECE = {"조": 10**12, "억": 10**8, "천만": 10**7, "백만": 10**6, "십만": 10**5, "만": 10**4, "천": 10**3}
 _EN_WORD = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
-_RATIO_UNITS = {"%": "%", "퍼센트": "%", "percent": "%", "%p": "%p", "percentage point": "%p",
-                "percentage points": "%p", "bp": "bps", "bps": "bps", "basis point": "bps", "basis points": "bps"}
+_RATIO_UNITS = {
+    "%": "%",
+    "퍼센트": "%",
+    "percent": "%",
+    "%p": "%p",
+    "percentage point": "%p",
+    "percentage points": "%p",
+    "bp": "bps",
+    "bps": "bps",
+    "basis point": "bps",
+    "basis points": "bps",
+}
 _COUNT_UNITS = {"명": "count", "건": "count", "개": "count", "개사": "count", "주": "shares"}
 
 
@@ -128,10 +147,10 @@ def _stated_grain(raw: str) -> Decimal:
 
 
 def _unit_at(text: str, start: int, end: int, unit_after: str) -> str:
-    before = text[max(0, start - 4):start]
-    if "$" in before or re.match(r"\s?(달러|dollars?|USD)", text[end:end + 9], re.IGNORECASE):
+    before = text[max(0, start - 4) : start]
+    if "$" in before or re.match(r"\s?(달러|dollars?|USD)", text[end : end + 9], re.IGNORECASE):
         return "USD"
-    if "₩" in before or unit_after == "원" or re.match(r"\s?원", text[end:end + 3]):
+    if "₩" in before or unit_after == "원" or re.match(r"\s?원", text[end : end + 3]):
         return "KRW"
     low = unit_after.lower()
     if low in _RATIO_UNITS:
@@ -140,13 +159,13 @@ def _unit_at(text: str, start: int, end: int, unit_after: str) -> str:
 
 
 def _negative(text: str, start: int, end: int) -> bool:
-    """"(2,722)", "$(2,722)", "△2,128" or "-5.1" (a minus not joining a range like "3-5")."""
-    before = re.sub(r"[\s$₩]", "", text[max(0, start - 4):start])
+    """ "(2,722)", "$(2,722)", "△2,128" or "-5.1" (a minus not joining a range like "3-5")."""
+    before = re.sub(r"[\s$₩]", "", text[max(0, start - 4) : start])
     if before.endswith(("△", "▽")):
         return True
-    if before.endswith("(") and text[end:end + 2].lstrip().startswith(")"):
+    if before.endswith("(") and text[end : end + 2].lstrip().startswith(")"):
         return True
-    return before.endswith(("-", "−")) and not re.search(r"\d\s*[-−]$", text[max(0, start - 3):start])
+    return before.endswith(("-", "−")) and not re.search(r"\d\s*[-−]$", text[max(0, start - 3) : start])
 
 
 def _is_year(raw: str, value: Decimal) -> bool:
@@ -164,21 +183,27 @@ def _quantities(text: str) -> tuple[Quantity, ...]:
     notes = scale_notes(text)
     out = []
     for span in find_numbers(text):
-        number_raw = text[span.start:span.number_end]
+        number_raw = text[span.start : span.number_end]
         unit = _unit_at(text, span.start, span.number_end, span.unit)
         value, grain = span.value, _stated_grain(number_raw)
         explicit = bool(re.search(r"[조억만천]|thousand|million|billion|trillion", number_raw, re.IGNORECASE))
         note = next((s for pos, s in reversed(notes) if pos <= span.start), None)
         scaled, stated = False, value
-        if note and not explicit and unit in ("", "USD", "KRW") and not _is_year(number_raw, value) \
-                and note.currency not in (None, "count") and not (unit == "KRW" and span.unit == "원"):
+        if (
+            note
+            and not explicit
+            and unit in ("", "USD", "KRW")
+            and not _is_year(number_raw, value)
+            and note.currency not in (None, "count")
+            and not (unit == "KRW" and span.unit == "원")
+        ):
             value, grain, scaled = value * note.multiplier, grain * note.multiplier, True
             unit = unit or (note.currency if note.currency in ("KRW", "USD") else "")
         # "1억" is a round figure, not "0.5억 to 1.5억": rounding never spans more than 2 %
         grain = min(grain, abs(value) * Decimal("0.02")) if value else grain
         if _negative(text, span.start, span.number_end):
             value, stated = -value, -stated
-        out.append(Quantity(text[span.start:span.end], span.start, span.end, value, unit, grain, scaled, stated))
+        out.append(Quantity(text[span.start : span.end], span.start, span.end, value, unit, grain, scaled, stated))
     return tuple(out)
 
 
@@ -204,8 +229,26 @@ def states_value(text: str, q: Quantity, ignore_sign: bool = True, unknown_scale
 # ---- dates -------------------------------------------------------------------------------
 
 _DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
-_MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
-                                       "september", "october", "november", "december"], start=1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        start=1,
+    )
+}
 _KO_DATE = re.compile(r"(?<!\d)(\d{1,2})\s*월\s*(\d{1,2})\s*일")
 _EN_DATE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{1,2})\b", re.IGNORECASE)
 

@@ -13,20 +13,57 @@ from functools import lru_cache
 
 _lock = threading.Lock()
 
-_ABBREV = {"u.s", "inc", "corp", "co", "ltd", "no", "nos", "mr", "mrs", "ms", "dr", "jr", "sr", "st", "vs", "etc",
-           "e.g", "i.e", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-           "fig", "approx", "dept", "est", "n.a", "u.k", "l.p", "s.a"}
+_ABBREV = {
+    "u.s",
+    "inc",
+    "corp",
+    "co",
+    "ltd",
+    "no",
+    "nos",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "jr",
+    "sr",
+    "st",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "fig",
+    "approx",
+    "dept",
+    "est",
+    "n.a",
+    "u.k",
+    "l.p",
+    "s.a",
+}
 _EN_CANDIDATE = re.compile(r"([.?!][\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
 def split_english(text: str) -> list[str]:
     out, start = [], 0
     for m in _EN_CANDIDATE.finditer(text):
-        before = text[start:m.start() + 1]
+        before = text[start : m.start() + 1]
         word = re.search(r"([A-Za-z][A-Za-z.]*)\.$", before)
         if word and (word.group(1).lower().rstrip(".") in _ABBREV or len(word.group(1).rstrip(".")) == 1):
             continue  # an abbreviation or an initial, not a sentence end
-        out.append(text[start:m.end(1)].strip())
+        out.append(text[start : m.end(1)].strip())
         start = m.end()
     tail = text[start:].strip()
     if tail:

@@ -6,15 +6,100 @@ import re
 import unicodedata
 
 _PARTICLES = sorted(
-    ["은", "는", "이", "가", "을", "를", "의", "에", "에서", "에게", "께", "으로", "로", "와", "과", "도", "만", "까지",
-     "부터", "보다", "이나", "나", "이며", "며", "이고", "고", "으로는", "로는", "에는", "에서는", "이란", "란", "입니다",
-     "이다", "인가요", "인가", "인지", "일까요", "나요", "까요", "가요", "요"],
-    key=len, reverse=True,
+    [
+        "은",
+        "는",
+        "이",
+        "가",
+        "을",
+        "를",
+        "의",
+        "에",
+        "에서",
+        "에게",
+        "께",
+        "으로",
+        "로",
+        "와",
+        "과",
+        "도",
+        "만",
+        "까지",
+        "부터",
+        "보다",
+        "이나",
+        "나",
+        "이며",
+        "며",
+        "이고",
+        "고",
+        "으로는",
+        "로는",
+        "에는",
+        "에서는",
+        "이란",
+        "란",
+        "입니다",
+        "이다",
+        "인가요",
+        "인가",
+        "인지",
+        "일까요",
+        "나요",
+        "까요",
+        "가요",
+        "요",
+    ],
+    key=len,
+    reverse=True,
 )
 _WORD_RE = re.compile(r"[0-9]+(?:[.,][0-9]+)*%?|[a-z]+(?:'[a-z]+)?|[가-힣]+")
-STOPWORDS = {"the", "a", "an", "of", "to", "in", "and", "or", "for", "on", "by", "is", "are", "was", "were", "be",
-             "with", "as", "at", "that", "this", "it", "its", "what", "which", "how", "did", "does", "do",
-             "및", "등", "수", "것", "있습니다", "합니다", "있는", "하는", "대한", "경우", "때", "얼마", "무엇", "어떻게", "몇"}
+STOPWORDS = {
+    "the",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "and",
+    "or",
+    "for",
+    "on",
+    "by",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "with",
+    "as",
+    "at",
+    "that",
+    "this",
+    "it",
+    "its",
+    "what",
+    "which",
+    "how",
+    "did",
+    "does",
+    "do",
+    "및",
+    "등",
+    "수",
+    "것",
+    "있습니다",
+    "합니다",
+    "있는",
+    "하는",
+    "대한",
+    "경우",
+    "때",
+    "얼마",
+    "무엇",
+    "어떻게",
+    "몇",
+}
 
 
 _PARTICLE_SET = frozenset(_PARTICLES)
@@ -70,10 +155,10 @@ def fix_particle(replacement: str, following: str) -> str:
     """Re-pick the particle that follows a swapped Korean word (원금을 -> 이자를)."""
     for with_b, without in _PARTICLE_PAIRS:
         for p in (with_b, without):
-            nxt = following[len(p):len(p) + 1]
+            nxt = following[len(p) : len(p) + 1]
             if following.startswith(p) and not ("가" <= nxt <= "힣"):
                 right = with_b if has_final_consonant(replacement) else without
-                return right + following[len(p):]
+                return right + following[len(p) :]
     return following
 
 

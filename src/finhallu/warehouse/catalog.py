@@ -96,10 +96,7 @@ def _json_view(name: str, folder: Path, columns: dict[str, str]) -> str:
         return f"CREATE VIEW {name} AS SELECT {cols} WHERE false"
     spec = "{" + ", ".join(f"{_sql_str(c)}: {_sql_str(t)}" for c, t in columns.items()) + "}"
     file_list = "[" + ", ".join(_sql_str(f) for f in files) + "]"
-    return (
-        f"CREATE VIEW {name} AS SELECT * FROM read_json({file_list}, "
-        f"format='auto', columns={spec})"
-    )
+    return f"CREATE VIEW {name} AS SELECT * FROM read_json({file_list}, format='auto', columns={spec})"
 
 
 class Catalog:
@@ -119,9 +116,7 @@ class Catalog:
             row = {c: r.get(c) for c in DQ_COLUMNS}
             row.update(build_id=build_id, stage=stage, table_name=table, checked_at=now)
             lines.append(json.dumps(row, ensure_ascii=False, default=str))
-        atomic_write_bytes(
-            self.dq_dir / f"{build_id}__{stage}__{table}.jsonl", ("\n".join(lines) + "\n").encode("utf-8")
-        )
+        atomic_write_bytes(self.dq_dir / f"{build_id}__{stage}__{table}.jsonl", ("\n".join(lines) + "\n").encode("utf-8"))
 
     def record_llm_calls(self, build_id: str, stage: str, rows: list[dict]) -> None:
         """The stage's cost-ledger rows (one file per build and stage; a rerun of the stage replaces it)."""
@@ -205,8 +200,11 @@ class Catalog:
         interrupted = []
         for build in self.builds():
             if build.get("status") == "running":
-                build.update(status="interrupted", finished_at=utc_now(),
-                             message="the build process ended without recording an outcome (killed or crashed)")
+                build.update(
+                    status="interrupted",
+                    finished_at=utc_now(),
+                    message="the build process ended without recording an outcome (killed or crashed)",
+                )
                 self.record_build(build)
                 interrupted.append(build["build_id"])
         return {"swept": swept, "interrupted": interrupted}

@@ -209,5 +209,3 @@ class TableStore:
         }
         atomic_write_json(self.versions_dir / f"{name}@{version}.json", rec)
         return self.ref_of_record(rec)
-
-

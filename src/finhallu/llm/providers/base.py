@@ -32,8 +32,12 @@ def retry_after_from(headers) -> float | None:
 
 # One wording per failure kind, whatever SDK raised it (`who` = "<provider> <model>").
 def http_error(who: str, status: int, message: str, headers) -> ProviderError:
-    return ProviderError(f"{who}: HTTP {status}: {short(message)}", status=status,
-                         retryable=status in RETRY_STATUSES, retry_after=retry_after_from(headers))
+    return ProviderError(
+        f"{who}: HTTP {status}: {short(message)}",
+        status=status,
+        retryable=status in RETRY_STATUSES,
+        retry_after=retry_after_from(headers),
+    )
 
 
 def timeout_error(who: str) -> ProviderError:
@@ -103,8 +107,7 @@ def unexpected_error(who: str, exc: BaseException) -> ProviderError:
 
 def not_api_body(who: str, what) -> ProviderError:
     """A 200 that is not the API's JSON (an HTML gateway page, a captive portal): retried like a 5xx."""
-    return ProviderError(f"{who}: unreadable response body: not the API's JSON ({short(str(what), 120)})",
-                         retryable=True)
+    return ProviderError(f"{who}: unreadable response body: not the API's JSON ({short(str(what), 120)})", retryable=True)
 
 
 class RemoteProvider:
@@ -124,8 +127,13 @@ class RemoteProvider:
 
     def params(self, cfg: dict) -> dict:
         """Output-affecting request parameters (they enter the cache key)."""
-        return {"temperature": cfg.get("temperature"), "max_tokens": cfg.get("max_tokens"), "top_p": cfg.get("top_p"),
-                "seed": cfg.get("seed"), "structured": cfg.get("structured", "json_schema")}
+        return {
+            "temperature": cfg.get("temperature"),
+            "max_tokens": cfg.get("max_tokens"),
+            "top_p": cfg.get("top_p"),
+            "seed": cfg.get("seed"),
+            "structured": cfg.get("structured", "json_schema"),
+        }
 
     def client(self, endpoint: str, key: str, timeout: float):
         """An SDK client per (endpoint, key, timeout); the key is hashed so it never sits in a dict key."""

@@ -11,13 +11,19 @@ import os
 
 from finhallu.llm.errors import ProviderError
 from finhallu.llm.providers import register_provider
-from finhallu.llm.providers.base import (RemoteProvider, http_error, not_api_body, short, transport_error,
-                                         unexpected_error)
+from finhallu.llm.providers.base import RemoteProvider, http_error, not_api_body, short, transport_error, unexpected_error
 from finhallu.llm.request import LLMReply, LLMRequest
 
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
-_RUNNING = {"JOB_STATE_PENDING", "JOB_STATE_QUEUED", "JOB_STATE_RUNNING", "JOB_STATE_UNSPECIFIED",
-            "JOB_STATE_PAUSED", "JOB_STATE_UPDATING", "JOB_STATE_CANCELLING"}
+_RUNNING = {
+    "JOB_STATE_PENDING",
+    "JOB_STATE_QUEUED",
+    "JOB_STATE_RUNNING",
+    "JOB_STATE_UNSPECIFIED",
+    "JOB_STATE_PAUSED",
+    "JOB_STATE_UPDATING",
+    "JOB_STATE_CANCELLING",
+}
 
 
 @register_provider("gemini")
@@ -33,18 +39,27 @@ class GeminiProvider(RemoteProvider):
         from google import genai
         from google.genai import types
 
-        return genai.Client(api_key=key, http_options=types.HttpOptions(
-            base_url=endpoint, api_version="v1beta", timeout=int(timeout * 1000)))
+        return genai.Client(
+            api_key=key, http_options=types.HttpOptions(base_url=endpoint, api_version="v1beta", timeout=int(timeout * 1000))
+        )
 
     def contents_and_config(self, request: LLMRequest):
         from google.genai import types
 
         system = "\n\n".join(c for r, c in request.messages if r == "system") or None
-        contents = [types.Content(role="model" if r == "assistant" else "user", parts=[types.Part(text=c)])
-                    for r, c in request.messages if r != "system"]
+        contents = [
+            types.Content(role="model" if r == "assistant" else "user", parts=[types.Part(text=c)])
+            for r, c in request.messages
+            if r != "system"
+        ]
         p = request.params
-        cfg = {"system_instruction": system, "temperature": p.get("temperature"),
-               "max_output_tokens": p.get("max_tokens"), "top_p": p.get("top_p"), "seed": p.get("seed")}
+        cfg = {
+            "system_instruction": system,
+            "temperature": p.get("temperature"),
+            "max_output_tokens": p.get("max_tokens"),
+            "top_p": p.get("top_p"),
+            "seed": p.get("seed"),
+        }
         if p.get("structured", "json_schema") != "none":
             cfg["response_mime_type"] = "application/json"
         if p.get("structured", "json_schema") == "json_schema":
@@ -66,8 +81,13 @@ class GeminiProvider(RemoteProvider):
         if usage is not None:
             # Gemini 2.5 "thinking" tokens are billed as output.
             out_tokens = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
-        return LLMReply(text=text, input_tokens=int((usage.prompt_token_count or 0) if usage else 0),
-                        output_tokens=int(out_tokens), finish_reason=finish, model_version=resp.model_version)
+        return LLMReply(
+            text=text,
+            input_tokens=int((usage.prompt_token_count or 0) if usage else 0),
+            output_tokens=int(out_tokens),
+            finish_reason=finish,
+            model_version=resp.model_version,
+        )
 
     async def complete(self, client, request: LLMRequest) -> LLMReply:
         from google.genai import errors
@@ -102,8 +122,9 @@ class GeminiProvider(RemoteProvider):
         for r in requests:
             contents, config = self.contents_and_config(r)
             inlined.append(types.InlinedRequest(contents=contents, config=config, metadata={"key": r.key()}))
-        job = client.batches.create(model=requests[0].model, src=inlined,
-                                    config=types.CreateBatchJobConfig(display_name=display_name[:120]))
+        job = client.batches.create(
+            model=requests[0].model, src=inlined, config=types.CreateBatchJobConfig(display_name=display_name[:120])
+        )
         return job.name
 
     def poll_batch(self, client, job_id: str):

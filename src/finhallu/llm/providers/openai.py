@@ -12,8 +12,17 @@ import os
 
 from finhallu.llm.errors import ProviderError
 from finhallu.llm.providers import register_provider
-from finhallu.llm.providers.base import (RemoteProvider, connection_error, http_error, not_api_body, short,
-                                         timeout_error, transport_error, unexpected_error, unreadable_error)
+from finhallu.llm.providers.base import (
+    RemoteProvider,
+    connection_error,
+    http_error,
+    not_api_body,
+    short,
+    timeout_error,
+    transport_error,
+    unexpected_error,
+    unreadable_error,
+)
 from finhallu.llm.request import LLMReply, LLMRequest
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
@@ -51,8 +60,10 @@ class OpenAIProvider(RemoteProvider):
                 body[k] = p[k]
         mode = p.get("structured", "json_schema")
         if mode == "json_schema":
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": request.schema_name, "schema": request.json_schema, "strict": True}}
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.schema_name, "schema": request.json_schema, "strict": True},
+            }
         elif mode == "json_object":
             body["response_format"] = {"type": "json_object"}
         return body
@@ -66,9 +77,13 @@ class OpenAIProvider(RemoteProvider):
         finish = choice.get("finish_reason")
         if msg.get("refusal"):
             text, finish = None, "refusal"
-        return LLMReply(text=text, input_tokens=int(usage.get("prompt_tokens") or 0),
-                        output_tokens=int(usage.get("completion_tokens") or 0), finish_reason=finish,
-                        model_version=completion.get("model"))
+        return LLMReply(
+            text=text,
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            finish_reason=finish,
+            model_version=completion.get("model"),
+        )
 
     async def complete(self, client, request: LLMRequest) -> LLMReply:
         import openai
@@ -103,12 +118,19 @@ class OpenAIProvider(RemoteProvider):
     # ---- Batch API: upload JSONL -> create batch -> poll -> download output -------------
     def submit_batch(self, client, requests: list[LLMRequest], display_name: str) -> str:
         sync = self._sync_client(client)
-        lines = [json.dumps({"custom_id": r.key(), "method": "POST", "url": "/v1/chat/completions",
-                             "body": self.body(r)}, ensure_ascii=False) for r in requests]
-        f = sync.files.create(file=(f"{display_name}.jsonl", ("\n".join(lines) + "\n").encode("utf-8")),
-                              purpose="batch")
-        batch = sync.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
-                                    metadata={"source": "finhallu", "name": display_name[:500]})
+        lines = [
+            json.dumps(
+                {"custom_id": r.key(), "method": "POST", "url": "/v1/chat/completions", "body": self.body(r)}, ensure_ascii=False
+            )
+            for r in requests
+        ]
+        f = sync.files.create(file=(f"{display_name}.jsonl", ("\n".join(lines) + "\n").encode("utf-8")), purpose="batch")
+        batch = sync.batches.create(
+            input_file_id=f.id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+            metadata={"source": "finhallu", "name": display_name[:500]},
+        )
         return batch.id
 
     def poll_batch(self, client, job_id: str):
@@ -134,4 +156,3 @@ class OpenAIProvider(RemoteProvider):
                 else:
                     results[item["custom_id"]] = self.reply_from(resp.get("body") or {})
         return batch.status, results
-

@@ -20,7 +20,9 @@ class OpenAICompatibleProvider(OpenAIProvider):
     def endpoint(self, role: str, cfg: dict) -> str:
         url = cfg.get("base_url") or os.environ.get("OPENAI_BASE_URL")
         if not url:
-            raise ValueError(f"role {role!r} uses provider openai_compatible but has no endpoint: set "
-                             f"roles.{role}.base_url (e.g. http://localhost:8000/v1 for vLLM, "
-                             "http://localhost:11434/v1 for Ollama) or OPENAI_BASE_URL")
+            raise ValueError(
+                f"role {role!r} uses provider openai_compatible but has no endpoint: set "
+                f"roles.{role}.base_url (e.g. http://localhost:8000/v1 for vLLM, "
+                "http://localhost:11434/v1 for Ollama) or OPENAI_BASE_URL"
+            )
         return url.rstrip("/")

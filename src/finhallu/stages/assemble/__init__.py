@@ -40,22 +40,50 @@ def build_samples(inputs: Frames) -> pl.DataFrame:
         history = []
         for t in dturns[: inj["turn_index"] - 1]:
             history += [{"role": "user", "content": t["query"]}, {"role": "assistant", "content": t["response"]}]
-        shown = [{"passage_id": c["passage_id"], "text": passages[c["passage_id"]]["text"], "role": c["role"]}
-                 for c in inj["injected_context"]]
+        shown = [
+            {"passage_id": c["passage_id"], "text": passages[c["passage_id"]]["text"], "role": c["role"]}
+            for c in inj["injected_context"]
+        ]
         answerable = inj["hallu_type"] not in ("false_acceptance",) and turn["answerable"]
         base = {
-            "pair_id": inj["injection_id"], "dialogue_id": d["dialogue_id"], "split": d["split"], "source": d["source"],
-            "institution": d["institution"], "lang": d["lang"], "turn_index": inj["turn_index"], "history": history,
-            "query": turn["query"], "standalone_query": turn["standalone_query"], "passages": shown,
-            "answerable": answerable, "injector": inj["injector"],
+            "pair_id": inj["injection_id"],
+            "dialogue_id": d["dialogue_id"],
+            "split": d["split"],
+            "source": d["source"],
+            "institution": d["institution"],
+            "lang": d["lang"],
+            "turn_index": inj["turn_index"],
+            "history": history,
+            "query": turn["query"],
+            "standalone_query": turn["standalone_query"],
+            "passages": shown,
+            "answerable": answerable,
+            "injector": inj["injector"],
         }
         hb, h4 = labels_for(inj["hallu_type"], answerable)
-        rows.append({**base, "sample_id": f"smp-{stable_id(inj['injection_id'], 'h')}", "response": inj["injected_response"],
-                     "label_binary": hb, "label_4class": h4, "hallu_type": inj["hallu_type"],
-                     "hallu_subtype": inj["hallu_subtype"]})
+        rows.append(
+            {
+                **base,
+                "sample_id": f"smp-{stable_id(inj['injection_id'], 'h')}",
+                "response": inj["injected_response"],
+                "label_binary": hb,
+                "label_4class": h4,
+                "hallu_type": inj["hallu_type"],
+                "hallu_subtype": inj["hallu_subtype"],
+            }
+        )
         fb, f4 = labels_for(None, answerable)
-        rows.append({**base, "sample_id": f"smp-{stable_id(inj['injection_id'], 'f')}", "response": inj["counterpart_response"],
-                     "label_binary": fb, "label_4class": f4, "hallu_type": None, "hallu_subtype": None})
+        rows.append(
+            {
+                **base,
+                "sample_id": f"smp-{stable_id(inj['injection_id'], 'f')}",
+                "response": inj["counterpart_response"],
+                "label_binary": fb,
+                "label_4class": f4,
+                "hallu_type": None,
+                "hallu_subtype": None,
+            }
+        )
     return rows_frame(rows, "sample_id")
 
 
@@ -101,13 +129,17 @@ def _label_verification(injections: pl.DataFrame, iq: pl.DataFrame, add) -> None
     if not iq.height:
         return
     j = injections.join(iq, on="injection_id").with_columns(
-        leaf=pl.concat_str([pl.col("hallu_type"), pl.col("hallu_subtype").fill_null("")], separator="/").str.strip_chars("/"))
+        leaf=pl.concat_str([pl.col("hallu_type"), pl.col("hallu_subtype").fill_null("")], separator="/").str.strip_chars("/")
+    )
     for leaf, g in sorted(j.group_by("leaf"), key=lambda x: x[0]):
         add("all", "label_generated", leaf[0], g.height)
         add("all", "label_verified", leaf[0], g["verified"].sum())
         add("all", "label_passed_qc", leaf[0], g["passed"].sum())
-        why = g.select(pl.col("verify_reasons").list.eval(
-            pl.element().str.extract(r"^(\w+: [\w ]+?)(?::|$)", 1)).list.unique()).explode("verify_reasons").drop_nulls()
+        why = (
+            g.select(pl.col("verify_reasons").list.eval(pl.element().str.extract(r"^(\w+: [\w ]+?)(?::|$)", 1)).list.unique())
+            .explode("verify_reasons")
+            .drop_nulls()
+        )
         for reason, n in why.group_by("verify_reasons").len().sort("verify_reasons").iter_rows():
             add("all", "label_dropped_by", f"{leaf[0]} | {reason}", n)
     add("all", "label_verified_share", "all", j["verified"].mean())
@@ -159,8 +191,12 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
     for crit in ("answerability", "plausibility", "correctness", "diversity", "coherency"):
         if qc.height:
             add("all", "dialogue_qc_mean", crit, qc[crit].mean())
-            add("all", "dialogue_qc_dropped_by", crit,
-                qc.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height)
+            add(
+                "all",
+                "dialogue_qc_dropped_by",
+                crit,
+                qc.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height,
+            )
     add("all", "mean_turns_per_dialogue", "all", d["n_turns"].mean())
     add("all", "dialogues_with_reconfirm", "all", d["has_reconfirm"].sum())
     iq = inputs["injection_qc"]
@@ -168,15 +204,28 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
     add("all", "injection_retention", "all", iq["passed"].mean() if iq.height else 0.0)
     for crit in ("appropriateness", "naturalness"):
         if iq.height:
-            add("all", "injection_qc_dropped_by", crit,
-                iq.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height)
+            add(
+                "all",
+                "injection_qc_dropped_by",
+                crit,
+                iq.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height,
+            )
     _label_verification(injections, iq, add)
     _coverage(samples, inputs["documents"], add)
     # Leakage: documents, passages and institutions shared between splits (must be 0).
     shown = samples.select("split", pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("p")).explode("p")
-    add("all", "leakage_passages_in_two_splits", "all", shown.group_by("p").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height)
-    add("all", "leakage_institutions_in_two_splits", "all",
-        samples.group_by("institution").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height)
+    add(
+        "all",
+        "leakage_passages_in_two_splits",
+        "all",
+        shown.group_by("p").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height,
+    )
+    add(
+        "all",
+        "leakage_institutions_in_two_splits",
+        "all",
+        samples.group_by("institution").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height,
+    )
     ret = inputs["retrievals"]
     n_answerable = int(inputs["qa_seeds"]["answerable"].sum()) or 1
     for k in (1, 5, 10):
@@ -207,42 +256,75 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
 
 # ---- gate rules -------------------------------------------------------------------------------
 def _pairs_complete(df: pl.DataFrame, _: dict) -> pl.DataFrame:
-    return (df.group_by("pair_id").agg(
-        n_faithful=(pl.col("label_binary") == "faithful").sum(),
-        n_hallucinated=(pl.col("label_binary") == "hallucinated").sum(),
-        n_turn_keys=pl.struct("dialogue_id", "turn_index", "query").n_unique(),
-    ).with_columns(ok=(pl.col("n_faithful") == 1) & (pl.col("n_hallucinated") == 1) & (pl.col("n_turn_keys") == 1))
-        .sort("pair_id"))
+    return (
+        df.group_by("pair_id")
+        .agg(
+            n_faithful=(pl.col("label_binary") == "faithful").sum(),
+            n_hallucinated=(pl.col("label_binary") == "hallucinated").sum(),
+            n_turn_keys=pl.struct("dialogue_id", "turn_index", "query").n_unique(),
+        )
+        .with_columns(ok=(pl.col("n_faithful") == 1) & (pl.col("n_hallucinated") == 1) & (pl.col("n_turn_keys") == 1))
+        .sort("pair_id")
+    )
 
 
 def _labels_consistent(df: pl.DataFrame, _: dict) -> pl.DataFrame:
     subtypes = subtypes_by_type()
     rows = []
-    for r in df.select("sample_id", "hallu_type", "hallu_subtype", "answerable", "label_binary", "label_4class").iter_rows(named=True):
+    for r in df.select("sample_id", "hallu_type", "hallu_subtype", "answerable", "label_binary", "label_4class").iter_rows(
+        named=True
+    ):
         expect = labels_for(r["hallu_type"], r["answerable"])
         sub_ok = (r["hallu_subtype"] is None and (r["hallu_type"] is None or not subtypes[r["hallu_type"]])) or (
-            r["hallu_type"] is not None and r["hallu_subtype"] in subtypes[r["hallu_type"]])
-        rows.append({"sample_id": r["sample_id"], "expected": "/".join(expect),
-                     "ok": expect == (r["label_binary"], r["label_4class"]) and sub_ok})
+            r["hallu_type"] is not None and r["hallu_subtype"] in subtypes[r["hallu_type"]]
+        )
+        rows.append(
+            {
+                "sample_id": r["sample_id"],
+                "expected": "/".join(expect),
+                "ok": expect == (r["label_binary"], r["label_4class"]) and sub_ok,
+            }
+        )
     return pl.DataFrame(rows, schema={"sample_id": pl.String, "expected": pl.String, "ok": pl.Boolean})
 
 
 def _no_split_leakage(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
     """Every passage shown in a sample belongs to a document of the sample's split."""
     psplit = nb["passages"].select("passage_id", pl.col("split").alias("passage_split"))
-    return (df.select("sample_id", "split", pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("pid"))
-            .explode("pid").rename({"pid": "passage_id"})
-            .join(psplit, on="passage_id", how="left")
-            .with_columns(ok=pl.col("passage_split") == pl.col("split")).fill_null(False))
+    return (
+        df.select("sample_id", "split", pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("pid"))
+        .explode("pid")
+        .rename({"pid": "passage_id"})
+        .join(psplit, on="passage_id", how="left")
+        .with_columns(ok=pl.col("passage_split") == pl.col("split"))
+        .fill_null(False)
+    )
 
 
 STAGE = Stage(
-    "assemble", run, AssembleConfig,
-    inputs=("dialogues", "turns", "injections", "injection_qc", "passages", "dialogue_qc", "retrievals", "hard_negatives",
-            "qa_seeds", "documents"),
-    outputs=("samples", "dataset_stats"), description="paired samples, splits, statistics",
-    rules={"samples": (
-        Rule("pairs_complete", "each pair holds one faithful and one hallucinated sample of the same turn", _pairs_complete),
-        Rule("labels_consistent", "labels follow the taxonomy from type and answerability", _labels_consistent),
-        Rule("no_split_leakage", "every passage shown belongs to a document of the sample's split", _no_split_leakage),
-        INSTITUTION_IN_ONE_SPLIT)})
+    "assemble",
+    run,
+    AssembleConfig,
+    inputs=(
+        "dialogues",
+        "turns",
+        "injections",
+        "injection_qc",
+        "passages",
+        "dialogue_qc",
+        "retrievals",
+        "hard_negatives",
+        "qa_seeds",
+        "documents",
+    ),
+    outputs=("samples", "dataset_stats"),
+    description="paired samples, splits, statistics",
+    rules={
+        "samples": (
+            Rule("pairs_complete", "each pair holds one faithful and one hallucinated sample of the same turn", _pairs_complete),
+            Rule("labels_consistent", "labels follow the taxonomy from type and answerability", _labels_consistent),
+            Rule("no_split_leakage", "every passage shown belongs to a document of the sample's split", _no_split_leakage),
+            INSTITUTION_IN_ONE_SPLIT,
+        )
+    },
+)

@@ -42,12 +42,11 @@ class RetrieveConfig(HardNegativeConfig, IndexConfig):
         return self
 
 
-
-
 def run(inputs: Frames, ctx: StageContext) -> Frames:
     cfg: RetrieveConfig = ctx.config
-    passages = (inputs["passages"].join(inputs["embeddings"].select("passage_id", "vector", "model"), on="passage_id")
-                .sort("passage_id"))  # join order is unspecified; index positions must not depend on it
+    passages = (
+        inputs["passages"].join(inputs["embeddings"].select("passage_id", "vector", "model"), on="passage_id").sort("passage_id")
+    )  # join order is unspecified; index positions must not depend on it
     seeds = inputs["qa_seeds"]
     model = passages["model"][0]
     encoder = embedder_for_model(model)
@@ -67,8 +66,9 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         if isinstance(encoder, HybridEmbedder):  # hybrid: dense vectors fused with BM25 over the passage texts
             idx, scores = encoder.build_index(ps["text"].to_list(), mat).search(questions, pool)
         else:  # FAISS: exact inner product, ANN past cfg.ann_threshold; persisted under the home cache
-            index = build_index(mat, ps["passage_id"].to_list(), model_id=model, cfg=cfg, cache_dir=ctx.cache_dir,
-                                meta={"split": split})
+            index = build_index(
+                mat, ps["passage_id"].to_list(), model_id=model, cfg=cfg, cache_dir=ctx.cache_dir, meta={"split": split}
+            )
             scores, idx = index.search_rows(encoder.encode_queries(questions), pool)
         pids = ps["passage_id"].to_list()
         texts = ps["text"].to_list()
@@ -78,8 +78,16 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             for rank, (j, s) in enumerate(ranked[: cfg.top_k], start=1):
                 gold = pids[j] == seed["passage_id"] and seed["answerable"]
                 positive = (not gold) and seed["answerable"] and contains_normalized(texts[j], seed["clue_text"])
-                ret_rows.append({"seed_id": seed["seed_id"], "rank": rank, "passage_id": pids[j], "score": s,
-                                 "is_gold": gold, "is_positive": positive})
+                ret_rows.append(
+                    {
+                        "seed_id": seed["seed_id"],
+                        "rank": rank,
+                        "passage_id": pids[j],
+                        "score": s,
+                        "is_gold": gold,
+                        "is_positive": positive,
+                    }
+                )
             for rank, (j, s) in enumerate(ranked, start=1):
                 # Candidates: ranked passages other than the gold one and same-document passages with the clue.
                 if seed["answerable"] and pids[j] == seed["passage_id"]:
@@ -87,9 +95,19 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                 if seed["answerable"] and docs[j] == seed["doc_id"] and contains_normalized(texts[j], seed["clue_text"]):
                     continue
                 clue_absent, answer_absent = step1_verdicts(texts[j], seed)
-                neg_rows.append({"seed_id": seed["seed_id"], "passage_id": pids[j], "candidate_rank": rank, "score": s,
-                                 "clue_absent": clue_absent, "answer_absent": answer_absent,
-                                 "unanswerable": None, "is_hard_negative": False, "judge": judge_name})
+                neg_rows.append(
+                    {
+                        "seed_id": seed["seed_id"],
+                        "passage_id": pids[j],
+                        "candidate_rank": rank,
+                        "score": s,
+                        "clue_absent": clue_absent,
+                        "answer_absent": answer_absent,
+                        "unanswerable": None,
+                        "is_hard_negative": False,
+                        "judge": judge_name,
+                    }
+                )
                 if clue_absent and answer_absent:
                     if seed["answerable"] and cfg.judge_answerable_seeds == "on_demand":
                         neg_rows[-1]["judge"] = DEFERRED
@@ -108,8 +126,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
 def _hard_negative_lacks_clue(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
     seeds = nb["qa_seeds"].select("seed_id", "clue_text", "answer", "answerable", "qa_kind")
     texts = nb["passages"].select("passage_id", "text")
-    joined = (df.filter(pl.col("is_hard_negative")).join(seeds, on="seed_id", how="left")
-              .join(texts, on="passage_id", how="left"))
+    joined = df.filter(pl.col("is_hard_negative")).join(seeds, on="seed_id", how="left").join(texts, on="passage_id", how="left")
     ok = []
     for r in joined.iter_rows(named=True):
         clue_in = bool(r["clue_text"]) and contains_normalized(r["text"], r["clue_text"])
@@ -124,17 +141,38 @@ def _verdicts_consistent(df: pl.DataFrame, _: dict) -> pl.DataFrame:
     step1 = pl.col("clue_absent") & pl.col("answer_absent")
     judged = pl.col("unanswerable").is_not_null()
     last_judged = pl.when(judged).then(pl.col("candidate_rank")).max().over("seed_id").fill_null(-1)
-    return df.select("seed_id", "passage_id", ok=(
-        (pl.col("is_hard_negative") == (step1 & pl.col("unanswerable").fill_null(False)))
-        & (~judged | step1)
-        & (judged | ~step1 | (pl.col("candidate_rank") > last_judged))))
+    return df.select(
+        "seed_id",
+        "passage_id",
+        ok=(
+            (pl.col("is_hard_negative") == (step1 & pl.col("unanswerable").fill_null(False)))
+            & (~judged | step1)
+            & (judged | ~step1 | (pl.col("candidate_rank") > last_judged))
+        ),
+    )
 
 
 STAGE = Stage(
-    "retrieve", run, RetrieveConfig, inputs=("passages", "embeddings", "qa_seeds"), outputs=("retrievals", "hard_negatives"),
-    description="top-K retrieval and hard negatives", roles=(JUDGE,), operations=("judge_answerability",),
-    rules={"hard_negatives": (
-        Rule("hard_negative_lacks_clue", "a hard negative contains neither the clue nor the answer (normalized)",
-             _hard_negative_lacks_clue),
-        Rule("verdicts_consistent", "is_hard_negative = step 1 and step 2 passed; step 2 asked in rank order",
-             _verdicts_consistent))})
+    "retrieve",
+    run,
+    RetrieveConfig,
+    inputs=("passages", "embeddings", "qa_seeds"),
+    outputs=("retrievals", "hard_negatives"),
+    description="top-K retrieval and hard negatives",
+    roles=(JUDGE,),
+    operations=("judge_answerability",),
+    rules={
+        "hard_negatives": (
+            Rule(
+                "hard_negative_lacks_clue",
+                "a hard negative contains neither the clue nor the answer (normalized)",
+                _hard_negative_lacks_clue,
+            ),
+            Rule(
+                "verdicts_consistent",
+                "is_hard_negative = step 1 and step 2 passed; step 2 asked in rank order",
+                _verdicts_consistent,
+            ),
+        )
+    },
+)

@@ -134,6 +134,7 @@ class IndexConfig(Section):
     hnsw_ef_search: int = Field(128, ge=1)
     index_seed: int = 1234  # k-means (IVF) and level generator (HNSW) seed
 
+
 if _BLAS_HINT is not None:
     os.environ.pop("OPENBLAS_CORETYPE", None)  # only faiss's OpenBLAS needed it; keep children clean
 
@@ -181,8 +182,13 @@ def _recipe(kind: str, dim: int, cfg: Any) -> dict:
     """What shapes a from-scratch build (enters the content hash); search-time knobs do not."""
     r: dict[str, Any] = {"kind": kind, "dim": dim, "metric": "inner_product"}
     if kind == "ivf":
-        r.update(nlist=cfg.ivf_nlist or "round(4*sqrt(n)) <= n/39", seed=cfg.index_seed, niter=_IVF_NITER,
-                 max_points_per_centroid=_IVF_MAX_POINTS_PER_CENTROID, spherical=True)
+        r.update(
+            nlist=cfg.ivf_nlist or "round(4*sqrt(n)) <= n/39",
+            seed=cfg.index_seed,
+            niter=_IVF_NITER,
+            max_points_per_centroid=_IVF_MAX_POINTS_PER_CENTROID,
+            spherical=True,
+        )
     elif kind == "hnsw":
         r.update(M=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction, seed=cfg.index_seed)
     return r
@@ -268,25 +274,26 @@ def _exact_scores(q: np.ndarray, vectors: np.ndarray, rows: np.ndarray) -> np.nd
     per = max(1, _CHUNK_ELEMS // max(kk * d, 1))  # queries per chunk
     if per > 1 or kk * d <= _CHUNK_ELEMS:
         for b in range(0, m, per):
-            v = vectors[rows[b:b + per]].astype(np.float64)
-            v *= q[b:b + per, None, :].astype(np.float64)
-            out[b:b + per] = v.sum(axis=-1)
+            v = vectors[rows[b : b + per]].astype(np.float64)
+            v *= q[b : b + per, None, :].astype(np.float64)
+            out[b : b + per] = v.sum(axis=-1)
         return out
     cols = max(1, _CHUNK_ELEMS // max(d, 1))  # very wide candidate lists (tie expansion): split them
     for i in range(m):
         qi = q[i].astype(np.float64)
         for c in range(0, kk, cols):
-            v = vectors[rows[i, c:c + cols]].astype(np.float64)
+            v = vectors[rows[i, c : c + cols]].astype(np.float64)
             v *= qi
-            out[i, c:c + cols] = v.sum(axis=-1)
+            out[i, c : c + cols] = v.sum(axis=-1)
     return out
 
 
 RawSearch = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 
-def _canonical_search(raw: RawSearch, q: np.ndarray, k: int, n: int, vectors: np.ndarray,
-                      rows: np.ndarray | None, tiebreak: np.ndarray, vmax: float) -> tuple[np.ndarray, np.ndarray]:
+def _canonical_search(
+    raw: RawSearch, q: np.ndarray, k: int, n: int, vectors: np.ndarray, rows: np.ndarray | None, tiebreak: np.ndarray, vmax: float
+) -> tuple[np.ndarray, np.ndarray]:
     """raw(q, kk) -> (float32 scores, positions; -1 = none) proposes candidates; they are rescored
     exactly and ranked by (-score, tiebreak[position]). Returns (scores (m,k), positions (m,k))."""
     m = len(q)
@@ -303,7 +310,7 @@ def _canonical_search(raw: RawSearch, q: np.ndarray, k: int, n: int, vectors: np
         again_parts = []
         step = max(1, _CHUNK_ELEMS // kk)  # bounds the (queries x candidates) arrays
         for b in range(0, len(todo), step):
-            part = todo[b:b + step]
+            part = todo[b : b + step]
             qs = q[part]
             D, I = raw(qs, kk)
             valid = I >= 0
@@ -329,8 +336,9 @@ def _canonical_search(raw: RawSearch, q: np.ndarray, k: int, n: int, vectors: np
     return out_s, out_p
 
 
-def exact_search_numpy(vectors: Any, queries: Any, k: int, ids: list[str] | None = None,
-                       batch: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+def exact_search_numpy(
+    vectors: Any, queries: Any, k: int, ids: list[str] | None = None, batch: int = 2048
+) -> tuple[np.ndarray, np.ndarray]:
     """The NumPy brute-force baseline: float32 matrix product + argpartition per query batch,
     then the same canonical ranking as SearchIndex (ties: smaller id; ids default to row order).
     Returns (scores float32 (m, k'), rows int64 (m, k'))."""
@@ -346,13 +354,13 @@ def exact_search_numpy(vectors: Any, queries: Any, k: int, ids: list[str] | None
         D = np.empty((len(qs), kk), dtype=np.float32)
         I = np.empty((len(qs), kk), dtype=np.int64)
         for b in range(0, len(qs), batch):
-            S = qs[b:b + batch] @ xt
+            S = qs[b : b + batch] @ xt
             if kk < n:
-                part = np.argpartition(S, n - kk, axis=1)[:, n - kk:]
+                part = np.argpartition(S, n - kk, axis=1)[:, n - kk :]
             else:
                 part = np.broadcast_to(np.arange(n, dtype=np.int64), S.shape)
-            D[b:b + batch] = np.take_along_axis(S, part, axis=1)
-            I[b:b + batch] = part
+            D[b : b + batch] = np.take_along_axis(S, part, axis=1)
+            I[b : b + batch] = part
         return D, I
 
     vmax = float(np.linalg.norm(x, axis=1).max()) if n else 0.0
@@ -429,10 +437,18 @@ class SearchIndex:
         return s, [[ids[j] for j in row if j >= 0] for row in p.tolist()]
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "ntotal": self.ntotal, "dim": self.dim, "params": dict(self.params),
-                "search_params": dict(self.search_params), "model_id": self.model_id,
-                "content_hash": self.content_hash, "origin": self.origin,
-                "path": str(self.path) if self.path else None, "faiss_version": faiss.__version__}
+        return {
+            "kind": self.kind,
+            "ntotal": self.ntotal,
+            "dim": self.dim,
+            "params": dict(self.params),
+            "search_params": dict(self.search_params),
+            "model_id": self.model_id,
+            "content_hash": self.content_hash,
+            "origin": self.origin,
+            "path": str(self.path) if self.path else None,
+            "faiss_version": faiss.__version__,
+        }
 
 
 # --------------------------------------------------------------------------- building
@@ -449,16 +465,16 @@ def _ivf_assign(ivf: Any, x: np.ndarray) -> np.ndarray:
     out = np.empty(len(x), dtype=np.int64)
     ct = C.T
     for b in range(0, len(x), 4096):
-        xb = x[b:b + 4096]
+        xb = x[b : b + 4096]
         S = xb @ ct
         best = S.argmax(axis=1)
         s1 = S[np.arange(len(xb)), best]
-        near = S >= (s1 - tol * xnorm[b:b + 4096])[:, None]
+        near = S >= (s1 - tol * xnorm[b : b + 4096])[:, None]
         for r in np.flatnonzero(near.sum(axis=1) > 1):
             cand = np.flatnonzero(near[r])
             ex = (C[cand].astype(np.float64) * xb[r].astype(np.float64)).sum(axis=-1)
             best[r] = cand[int(np.argmax(ex))]
-        out[b:b + len(xb)] = best
+        out[b : b + len(xb)] = best
     return out
 
 
@@ -609,8 +625,9 @@ def _save(target: Path, index: Any, manifest: dict) -> bool:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _find_base(root: Path, model_id: str, recipe: dict, vh_of: dict[str, str], n: int, cfg: Any,
-               skip: str) -> tuple[Any, dict] | None:
+def _find_base(
+    root: Path, model_id: str, recipe: dict, vh_of: dict[str, str], n: int, cfg: Any, skip: str
+) -> tuple[Any, dict] | None:
     """The largest saved index (same model and recipe) whose ids are a strict subset of ours with
     identical vectors; None if there is none (e.g. an id was removed or its vector changed)."""
     if not root.is_dir():
@@ -636,8 +653,9 @@ def _find_base(root: Path, model_id: str, recipe: dict, vh_of: dict[str, str], n
     return None
 
 
-def build_index(vectors: Any, ids: list[str], *, model_id: str, cfg: Any = None, cache_dir: Path | str | None = None,
-                meta: dict | None = None) -> SearchIndex:
+def build_index(
+    vectors: Any, ids: list[str], *, model_id: str, cfg: Any = None, cache_dir: Path | str | None = None, meta: dict | None = None
+) -> SearchIndex:
     """An index over `vectors` (float32 (n, d), L2-normalized) labelled by `ids` (unique str).
 
     cfg: IndexConfig (or any object with its fields, e.g. RetrieveConfig); None = defaults. With cache_dir,
@@ -675,8 +693,9 @@ def build_index(vectors: Any, ids: list[str], *, model_id: str, cfg: Any = None,
     if got is not None:
         index, man = got
         rows = np.fromiter((pos[i] for i in man["ids"]), dtype=np.int64, count=n)
-        return SearchIndex(index, kind, list(man["ids"]), rows, x, dict(man.get("params") or {}), sparams,
-                           model_id, chash, "loaded", target)
+        return SearchIndex(
+            index, kind, list(man["ids"]), rows, x, dict(man.get("params") or {}), sparams, model_id, chash, "loaded", target
+        )
 
     base = _find_base(root, model_id, recipe, dict(zip(ids, vh)), n, cfg, skip=target.name)
     if base is not None:
@@ -739,9 +758,19 @@ class RecallReport:
         return 1.0 - self.recall
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "k": self.k, "recall": self.recall, "recall_loss": self.loss, "n": self.n,
-                "queries": self.queries, "params": self.params, "search_params": self.search_params,
-                "build_s": self.build_s, "search_s": self.search_s, "exact_s": self.exact_s}
+        return {
+            "kind": self.kind,
+            "k": self.k,
+            "recall": self.recall,
+            "recall_loss": self.loss,
+            "n": self.n,
+            "queries": self.queries,
+            "params": self.params,
+            "search_params": self.search_params,
+            "build_s": self.build_s,
+            "search_s": self.search_s,
+            "exact_s": self.exact_s,
+        }
 
 
 def recall_at_k(approx_rows: np.ndarray, exact_rows: np.ndarray) -> float:
@@ -753,8 +782,15 @@ def recall_at_k(approx_rows: np.ndarray, exact_rows: np.ndarray) -> float:
     return float(np.mean(found / np.maximum((exact_rows >= 0).sum(axis=1), 1)))
 
 
-def measure_recall_loss(vectors: Any, queries: Any, k: int = 10, cfg: Any = None, *,
-                        index: SearchIndex | None = None, exact_rows: np.ndarray | None = None) -> RecallReport:
+def measure_recall_loss(
+    vectors: Any,
+    queries: Any,
+    k: int = 10,
+    cfg: Any = None,
+    *,
+    index: SearchIndex | None = None,
+    exact_rows: np.ndarray | None = None,
+) -> RecallReport:
     """recall@k of an ANN index against exact search over the same vectors.
 
     index=None: builds the ANN kind cfg would use above its threshold (cfg.index_kind if it is
@@ -779,8 +815,9 @@ def measure_recall_loss(vectors: Any, queries: Any, k: int = 10, cfg: Any = None
     search_s = time.perf_counter() - t
     exact_s = 0.0
     if exact_rows is None:
-        exact_index = SearchIndex(_new_index("flat", index.vectors[index.rows], cfg)[0], "flat", index.ids,
-                                  index.rows, index.vectors)
+        exact_index = SearchIndex(
+            _new_index("flat", index.vectors[index.rows], cfg)[0], "flat", index.ids, index.rows, index.vectors
+        )
         t = time.perf_counter()
         _, exact = exact_index.search_rows(q, k)
         exact_s = time.perf_counter() - t
@@ -788,5 +825,15 @@ def measure_recall_loss(vectors: Any, queries: Any, k: int = 10, cfg: Any = None
         exact = np.asarray(exact_rows, dtype=np.int64)
         if exact.shape != approx.shape:
             raise ValueError(f"exact_rows has shape {exact.shape}, expected {approx.shape}")
-    return RecallReport(index.kind, min(k, index.ntotal), recall_at_k(approx, exact), index.ntotal, len(q),
-                        dict(index.params), dict(index.search_params), build_s, search_s, exact_s)
+    return RecallReport(
+        index.kind,
+        min(k, index.ntotal),
+        recall_at_k(approx, exact),
+        index.ntotal,
+        len(q),
+        dict(index.params),
+        dict(index.search_params),
+        build_s,
+        search_s,
+        exact_s,
+    )

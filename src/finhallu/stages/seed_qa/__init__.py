@@ -48,7 +48,7 @@ def _line_containing(text: str, start: int, length: int) -> tuple[int, str]:
         pos = at + len(sent)
         if at <= start and start + length <= at + len(sent):
             return at, sent
-    return start, text[start:start + length]
+    return start, text[start : start + length]
 
 
 def _aihub_seeds(qas: pl.DataFrame, passages: pl.DataFrame) -> list[dict]:
@@ -75,7 +75,7 @@ def _aihub_seeds(qas: pl.DataFrame, passages: pl.DataFrame) -> list[dict]:
             clue, clue_start = qa["clue_text"], qa["clue_start"] - off
         else:  # the 행정문서 set ships no clue for spans: the answer's sentence is its evidence
             clue_start, clue = _line_containing(text, qa["answer_start"] - off, len(qa["answer"] or ""))
-        if text[clue_start:clue_start + len(clue)] != clue:
+        if text[clue_start : clue_start + len(clue)] != clue:
             continue  # clue crosses a chunk boundary
         answer = qa["answer"]
         answer_start = None
@@ -92,16 +92,33 @@ def _seed(p: dict, qa: dict, clue, clue_start, answer_start, answerable: bool) -
     if kind == "yesno":
         answer = {"yes": "예", "no": "아니오"}.get(answer.strip().lower(), answer)
     return {
-        "seed_id": f"s-{stable_id('aihub', qa['qa_id'])}", "passage_id": p["passage_id"], "doc_id": p["doc_id"],
-        "source": p["source"], "institution": p["institution"], "lang": p["lang"], "split": p["split"],
-        "question": qa["question"], "answer": answer, "clue_text": clue, "clue_start": clue_start,
-        "answer_start": answer_start, "qa_kind": kind, "answerable": answerable, "method": "aihub_given",
-        "origin_id": qa["qa_id"], "generator": "source", "triplet_ids": [], "fact_id": None, "answer_value": None,
-        "answer_unit": None, "period": None,
+        "seed_id": f"s-{stable_id('aihub', qa['qa_id'])}",
+        "passage_id": p["passage_id"],
+        "doc_id": p["doc_id"],
+        "source": p["source"],
+        "institution": p["institution"],
+        "lang": p["lang"],
+        "split": p["split"],
+        "question": qa["question"],
+        "answer": answer,
+        "clue_text": clue,
+        "clue_start": clue_start,
+        "answer_start": answer_start,
+        "qa_kind": kind,
+        "answerable": answerable,
+        "method": "aihub_given",
+        "origin_id": qa["qa_id"],
+        "generator": "source",
+        "triplet_ids": [],
+        "fact_id": None,
+        "answer_value": None,
+        "answer_unit": None,
+        "period": None,
     }
 
 
 # ---- generated seeds for filings ------------------------------------------------------------
+
 
 def _run_triplet_qa(doc: DocContext, cfg: SeedQAConfig, llm: LLMRouter, ctx: StageContext, encoder) -> MethodResult:
     roles = {"extractor": EXTRACTOR, "generator": QA_GENERATOR, "judge": JUDGE}
@@ -109,23 +126,36 @@ def _run_triplet_qa(doc: DocContext, cfg: SeedQAConfig, llm: LLMRouter, ctx: Sta
 
 
 def _run_multi_llm_qa(doc: DocContext, cfg: SeedQAConfig, llm: LLMRouter, ctx: StageContext, encoder) -> MethodResult:
-    return multi_llm_qa.run_document(doc, cfg.multi_llm_qa, llm, ctx.rng("multi_llm_qa", doc.doc_id),
-                                     {"judge": JUDGE, "grouper": JUDGE}, encoder)
+    return multi_llm_qa.run_document(
+        doc, cfg.multi_llm_qa, llm, ctx.rng("multi_llm_qa", doc.doc_id), {"judge": JUDGE, "grouper": JUDGE}, encoder
+    )
 
 
-SEED_METHODS: dict[str, Callable[..., MethodResult]] = {"triplet_qa": _run_triplet_qa,
-                                                        "multi_llm_qa": _run_multi_llm_qa}
+SEED_METHODS: dict[str, Callable[..., MethodResult]] = {"triplet_qa": _run_triplet_qa, "multi_llm_qa": _run_multi_llm_qa}
 
 # Funnels of `seed_qa_stats`: (funnel, metrics in order). Each step keeps a subset of the one before.
 FUNNELS = {
-    "triplet_qa": [("pages", ["pages", "pages_extracted", "pages_used"]),
-                   ("triplets", ["triplets_extracted", "triplets_reflected", "triplets_kept"]),
-                   ("qa", ["qa_sampled", "qa_generated", "qa_clue_located", "qa_kept", "seeds"])],
-    "multi_llm_qa": [("chunks", ["chunks", "chunks_with_figures", "chunks_sampled"]),
-                     ("questions", ["questions_generated", "questions_after_grouping", "questions_after_cosine_filter",
-                                    "questions_with_2_factual", "questions_with_2_quality_ok", "questions_top2_agree",
-                                    "seeds"]),
-                     ("answers", ["answers_generated", "answers_factual", "answers_quality_ok"])],
+    "triplet_qa": [
+        ("pages", ["pages", "pages_extracted", "pages_used"]),
+        ("triplets", ["triplets_extracted", "triplets_reflected", "triplets_kept"]),
+        ("qa", ["qa_sampled", "qa_generated", "qa_clue_located", "qa_kept", "seeds"]),
+    ],
+    "multi_llm_qa": [
+        ("chunks", ["chunks", "chunks_with_figures", "chunks_sampled"]),
+        (
+            "questions",
+            [
+                "questions_generated",
+                "questions_after_grouping",
+                "questions_after_cosine_filter",
+                "questions_with_2_factual",
+                "questions_with_2_quality_ok",
+                "questions_top2_agree",
+                "seeds",
+            ],
+        ),
+        ("answers", ["answers_generated", "answers_factual", "answers_quality_ok"]),
+    ],
 }
 
 
@@ -134,16 +164,16 @@ def _stats_rows(source: str, method: str, res: MethodResult) -> list[dict]:
     rows, in_funnel = [], set()
     for funnel, metrics in FUNNELS[method]:
         for step, m in enumerate(metrics, start=1):
-            rows.append({"source": source, "method": method, "funnel": funnel, "step": step, "metric": m,
-                         "value": float(c[m])})
+            rows.append({"source": source, "method": method, "funnel": funnel, "step": step, "metric": m, "value": float(c[m])})
             in_funnel.add(m)
     extra = {k: float(v) for k, v in c.items() if k not in in_funnel}
     extra["seeds_fact_verified"] = float(sum(s["fact_id"] is not None for s in res.seeds))
     s = res.samples
     if method == "multi_llm_qa":
         sizes = s.get("cluster_sizes", [])
-        extra["compression_rate"] = 1 - c["questions_after_cosine_filter"] / c["questions_generated"] \
-            if c["questions_generated"] else 0.0
+        extra["compression_rate"] = (
+            1 - c["questions_after_cosine_filter"] / c["questions_generated"] if c["questions_generated"] else 0.0
+        )
         extra["cluster_size_mean"] = float(np.mean(sizes)) if sizes else 0.0
         extra["cluster_size_max"] = float(max(sizes)) if sizes else 0.0
         for size, name in ((1, "1"), (2, "2"), (3, "3")):
@@ -155,9 +185,12 @@ def _stats_rows(source: str, method: str, res: MethodResult) -> list[dict]:
             extra[f"lexical_diversity_{key}"] = 1 - extra[f"jaccard_similarity_{key}"] if vals else 0.0
         for key in ("before", "after"):
             extra[f"numeric_disagreement_{key}_validation"] = multi_llm_qa.disagreement_ratio(
-                s.get(f"numeric_disagreement_{key}", []))
-    rows += [{"source": source, "method": method, "funnel": None, "step": None, "metric": k, "value": v}
-             for k, v in sorted(extra.items())]
+                s.get(f"numeric_disagreement_{key}", [])
+            )
+    rows += [
+        {"source": source, "method": method, "funnel": None, "step": None, "metric": k, "value": v}
+        for k, v in sorted(extra.items())
+    ]
     return rows
 
 
@@ -169,8 +202,11 @@ def _aligned(seeds: list[dict], docs: list[DocContext]) -> tuple[list[dict], Cou
     kept, dropped = [], Counter()
     for s in seeds:
         doc = by_doc.get(s["doc_id"])
-        why = seed_mismatch(s, texts[s["passage_id"]], doc.periods) \
-            if s["method"] != "aihub_given" and doc is not None and s["clue_text"] else None
+        why = (
+            seed_mismatch(s, texts[s["passage_id"]], doc.periods)
+            if s["method"] != "aihub_given" and doc is not None and s["clue_text"]
+            else None
+        )
         if why:
             dropped[(s["source"], s["method"], why)] += 1
             continue
@@ -191,14 +227,16 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     llm = ctx.llm
     documents = inputs.get("documents", pl.DataFrame())
     docs = document_contexts(documents, passages, inputs.get("facts"), set(cfg.methods))
-    encoder = _dedup_encoder(cfg, inputs.get("embeddings")) if any(
-        "multi_llm_qa" in cfg.methods.get(d.source, []) for d in docs) else None
+    encoder = (
+        _dedup_encoder(cfg, inputs.get("embeddings"))
+        if any("multi_llm_qa" in cfg.methods.get(d.source, []) for d in docs)
+        else None
+    )
     per_method: dict[tuple[str, str], MethodResult] = {}
     triplets: list[dict] = []
     work = [(doc, method) for doc in docs for method in cfg.methods.get(doc.source, [])]
     # Every document's methods together (see llm.parallel); merged in the documents' order.
-    results = map_items(lambda dm: SEED_METHODS[dm[1]](dm[0], cfg, llm, ctx, encoder), work, llm, SEED_ROLES,
-                        ctx.progress)
+    results = map_items(lambda dm: SEED_METHODS[dm[1]](dm[0], cfg, llm, ctx, encoder), work, llm, SEED_ROLES, ctx.progress)
     for (doc, method), res in zip(work, results):
         seeds += res.seeds
         triplets += res.triplets
@@ -226,8 +264,11 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         stats += _stats_rows(source, method, res)
     from finhallu.schemas.contracts import CONTRACTS
 
-    trip_df = (pl.DataFrame(triplets, infer_schema_length=None).unique("triplet_id", keep="first").sort("triplet_id")
-               if triplets else pl.DataFrame(schema=CONTRACTS["triplets"].schema))
+    trip_df = (
+        pl.DataFrame(triplets, infer_schema_length=None).unique("triplet_id", keep="first").sort("triplet_id")
+        if triplets
+        else pl.DataFrame(schema=CONTRACTS["triplets"].schema)
+    )
     return {
         "qa_seeds": rows_frame(kept, "seed_id", schema_overrides={"triplet_ids": pl.List(pl.String)}),
         "triplets": trip_df,
@@ -240,16 +281,19 @@ def _clue_at_offset(df: pl.DataFrame, nb: dict) -> pl.DataFrame:
     """A seed's clue is its passage's text at clue_start, character for character."""
     texts = dict(zip(nb["passages"]["passage_id"], nb["passages"]["text"]))
     rows = df.filter(pl.col("clue_text").is_not_null()).select("seed_id", "passage_id", "clue_text", "clue_start")
-    ok = [s is not None and texts.get(p, "")[s:s + len(c)] == c
-          for p, c, s in zip(rows["passage_id"], rows["clue_text"], rows["clue_start"])]
+    ok = [
+        s is not None and texts.get(p, "")[s : s + len(c)] == c
+        for p, c, s in zip(rows["passage_id"], rows["clue_text"], rows["clue_start"])
+    ]
     return rows.select("seed_id").with_columns(ok=pl.Series(ok, dtype=pl.Boolean))
 
 
 def _funnel_non_increasing(df: pl.DataFrame, _: dict) -> pl.DataFrame:
     """Each step of a seed method's funnel keeps at most what the step before it had."""
     rows = []
-    for (source, method, funnel), g in df.filter(pl.col("funnel").is_not_null()).sort("step").group_by(
-            ["source", "method", "funnel"], maintain_order=True):
+    for (source, method, funnel), g in (
+        df.filter(pl.col("funnel").is_not_null()).sort("step").group_by(["source", "method", "funnel"], maintain_order=True)
+    ):
         values = g["value"].to_list()
         for metric, before, after in zip(g["metric"].to_list()[1:], values, values[1:]):
             rows.append({"source": source, "method": method, "metric": metric, "ok": after <= before})
@@ -262,11 +306,33 @@ def _generator_roles(cfg: SeedQAConfig, _roles) -> list[str]:
 
 
 STAGE = Stage(
-    "seed_qa", run, SeedQAConfig, inputs=("documents", "passages", "source_qas", "facts", "embeddings"),
-    outputs=("qa_seeds", "triplets", "seed_qa_stats"), description="QA seeds",
-    roles=SEED_ROLES, configured_roles=_generator_roles,
-    operations=("extract_triplets", "reflect_triplets", "generate_triplet_qa", "judge_seed_qa", "generate_questions",
-                "group_questions", "answer_question", "check_factuality", "score_answers_listwise"),
-    rules={"qa_seeds": (Rule("clue_at_offset", "clue_text is the passage text at clue_start", _clue_at_offset),),
-           "seed_qa_stats": (Rule("funnel_non_increasing", "each funnel step of a seed method keeps a subset of the one before",
-                                  _funnel_non_increasing),)})
+    "seed_qa",
+    run,
+    SeedQAConfig,
+    inputs=("documents", "passages", "source_qas", "facts", "embeddings"),
+    outputs=("qa_seeds", "triplets", "seed_qa_stats"),
+    description="QA seeds",
+    roles=SEED_ROLES,
+    configured_roles=_generator_roles,
+    operations=(
+        "extract_triplets",
+        "reflect_triplets",
+        "generate_triplet_qa",
+        "judge_seed_qa",
+        "generate_questions",
+        "group_questions",
+        "answer_question",
+        "check_factuality",
+        "score_answers_listwise",
+    ),
+    rules={
+        "qa_seeds": (Rule("clue_at_offset", "clue_text is the passage text at clue_start", _clue_at_offset),),
+        "seed_qa_stats": (
+            Rule(
+                "funnel_non_increasing",
+                "each funnel step of a seed method keeps a subset of the one before",
+                _funnel_non_increasing,
+            ),
+        ),
+    },
+)

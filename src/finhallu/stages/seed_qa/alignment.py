@@ -64,8 +64,7 @@ def label_named(question: str, label: str) -> bool:
     return bool(words) and words <= set(content_words(question))
 
 
-def question_mismatch(question: str, labels: list[str], period: Period | None, doc: DocPeriods,
-                      lang: str) -> str | None:
+def question_mismatch(question: str, labels: list[str], period: Period | None, doc: DocPeriods, lang: str) -> str | None:
     """The question asks for another period than the answer's, or does not name its line item
     (every label in `labels`: the row, and a column metric where the column says one)."""
     if period is not None:
@@ -95,8 +94,7 @@ def _table_header(text: str, row_start: int) -> str:
 
 def _table_mismatch(seed: dict, text: str, doc: DocPeriods) -> str | None:
     lang, question = seed["lang"], seed["question"]
-    cells = [c for c in table_cells(text, doc, lang) if c.line_start == seed["clue_start"]
-             and c.amount.raw == seed["answer"]]
+    cells = [c for c in table_cells(text, doc, lang) if c.line_start == seed["clue_start"] and c.amount.raw == seed["answer"]]
     periods = {c.period for c in cells if c.period}
     asked = asked_period(question, doc, lang)
     q_years = named_years(question, doc)

@@ -37,17 +37,27 @@ class MethodResult:
 def triplet_row(p: dict, t: TripletItem, fact_id: str | None, by_llm: bool, extractor: str) -> dict:
     return {
         "triplet_id": f"t-{stable_id(p['passage_id'], t.head, t.relation, t.tail, t.evidence)}",
-        "passage_id": p["passage_id"], "head": t.head, "head_type": t.head_type, "relation": t.relation,
-        "tail": t.tail, "tail_type": t.tail_type,
+        "passage_id": p["passage_id"],
+        "head": t.head,
+        "head_type": t.head_type,
+        "relation": t.relation,
+        "tail": t.tail,
+        "tail_type": t.tail_type,
         "origin": "llm" if by_llm else ("table_rule" if t.evidence.startswith("|") else "text_rule"),
-        "span": t.span, "value": t.value, "unit": t.unit, "period": t.period, "column": t.column,
-        "evidence": t.evidence, "evidence_start": p["text"].find(t.evidence) if t.evidence and t.evidence in p["text"] else None,
-        "fact_id": fact_id, "extractor": extractor,
+        "span": t.span,
+        "value": t.value,
+        "unit": t.unit,
+        "period": t.period,
+        "column": t.column,
+        "evidence": t.evidence,
+        "evidence_start": p["text"].find(t.evidence) if t.evidence and t.evidence in p["text"] else None,
+        "fact_id": fact_id,
+        "extractor": extractor,
     }
 
 
 def natural_key(text: str) -> tuple:
-    """"item1-12" after "item1-2": block ids number their blocks in document order."""
+    """ "item1-12" after "item1-2": block ids number their blocks in document order."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text or ""))
 
 
@@ -65,8 +75,14 @@ class DocContext:
 
     def op_inputs(self, i: int) -> dict:
         """The document-level inputs every extraction-like operation takes."""
-        return {"company": self.company, "lang": self.lang, "fiscal_year": self.periods.year,
-                "report_kind": self.periods.kind, "current_term": self.periods.term, "scale_note": self.scale_notes[i]}
+        return {
+            "company": self.company,
+            "lang": self.lang,
+            "fiscal_year": self.periods.year,
+            "report_kind": self.periods.kind,
+            "current_term": self.periods.term,
+            "scale_note": self.scale_notes[i],
+        }
 
 
 def display_company(name: str) -> str:
@@ -102,14 +118,18 @@ def _scale_notes(passages: list[dict]) -> list[str | None]:
 _LARGE_AMOUNT = re.compile(r"\|\s*\$?\s*\(?\d{1,3}(?:,\d{3})+\)?\s*\|")
 
 
-def document_contexts(documents: pl.DataFrame, passages: pl.DataFrame, facts: pl.DataFrame | None,
-                      sources: set[str]) -> list[DocContext]:
+def document_contexts(
+    documents: pl.DataFrame, passages: pl.DataFrame, facts: pl.DataFrame | None, sources: set[str]
+) -> list[DocContext]:
     out = []
     by_doc: dict[str, list[dict]] = {}
     for p in passages.filter(pl.col("source").is_in(list(sources))).iter_rows(named=True):
         by_doc.setdefault(p["doc_id"], []).append(p)
-    meta = {d["doc_id"]: d for d in documents.select("doc_id", "title", "published").iter_rows(named=True)} \
-        if documents.height else {}
+    meta = (
+        {d["doc_id"]: d for d in documents.select("doc_id", "title", "published").iter_rows(named=True)}
+        if documents.height
+        else {}
+    )
     for doc_id in sorted(by_doc):
         ps = sorted(by_doc[doc_id], key=lambda p: (natural_key(p["block_id"]), p["chunk_index"]))
         first = ps[0]
@@ -117,8 +137,18 @@ def document_contexts(documents: pl.DataFrame, passages: pl.DataFrame, facts: pl
         terms = [p["section_path"] or "" for p in ps] + [p["text"][:400] for p in ps if p["kind"] == "table"]
         periods = doc_periods(m["title"], m["published"], terms, first["source"])
         fx = document_facts(facts, doc_id, first["institution"]) if facts is not None and facts.height else None
-        out.append(DocContext(doc_id, first["source"], display_company(first["institution"]), first["lang"], periods,
-                              FactIndex(fx if fx is not None else pl.DataFrame(), first["lang"]), ps, _scale_notes(ps)))
+        out.append(
+            DocContext(
+                doc_id,
+                first["source"],
+                display_company(first["institution"]),
+                first["lang"],
+                periods,
+                FactIndex(fx if fx is not None else pl.DataFrame(), first["lang"]),
+                ps,
+                _scale_notes(ps),
+            )
+        )
     return out
 
 
@@ -159,7 +189,7 @@ def locate_line(text: str, lang: str, start_words: str) -> tuple[int, str] | Non
     want = _words(start_words)
     if not want:
         return None
-    hits = [(at, line) for at, line in line_spans(text, lang) if _words(line)[:len(want)] == want]
+    hits = [(at, line) for at, line in line_spans(text, lang) if _words(line)[: len(want)] == want]
     return hits[0] if hits and len({line for _, line in hits}) == 1 else None
 
 
@@ -199,17 +229,47 @@ def xbrl_mismatch(doc: DocContext, t: TripletItem, fact_id: str | None, question
     return None
 
 
-def seed_row(p: dict, *, method: str, question: str, answer: str, clue: str, clue_start: int, qa_kind: str,
-             origin_id: str, generator: str, triplet_ids: list[str], fact_id: str | None,
-             answer_value: float | None, answer_unit: str | None, period: str | None) -> dict:
+def seed_row(
+    p: dict,
+    *,
+    method: str,
+    question: str,
+    answer: str,
+    clue: str,
+    clue_start: int,
+    qa_kind: str,
+    origin_id: str,
+    generator: str,
+    triplet_ids: list[str],
+    fact_id: str | None,
+    answer_value: float | None,
+    answer_unit: str | None,
+    period: str | None,
+) -> dict:
     k = clue.find(answer)
     return {
-        "seed_id": f"s-{stable_id(method, origin_id)}", "passage_id": p["passage_id"], "doc_id": p["doc_id"],
-        "source": p["source"], "institution": p["institution"], "lang": p["lang"], "split": p["split"],
-        "question": question, "answer": answer, "clue_text": clue, "clue_start": clue_start,
-        "answer_start": clue_start + k if k >= 0 else None, "qa_kind": qa_kind, "answerable": True, "method": method,
-        "origin_id": origin_id, "generator": generator, "triplet_ids": triplet_ids, "fact_id": fact_id,
-        "answer_value": answer_value, "answer_unit": answer_unit, "period": period,
+        "seed_id": f"s-{stable_id(method, origin_id)}",
+        "passage_id": p["passage_id"],
+        "doc_id": p["doc_id"],
+        "source": p["source"],
+        "institution": p["institution"],
+        "lang": p["lang"],
+        "split": p["split"],
+        "question": question,
+        "answer": answer,
+        "clue_text": clue,
+        "clue_start": clue_start,
+        "answer_start": clue_start + k if k >= 0 else None,
+        "qa_kind": qa_kind,
+        "answerable": True,
+        "method": method,
+        "origin_id": origin_id,
+        "generator": generator,
+        "triplet_ids": triplet_ids,
+        "fact_id": fact_id,
+        "answer_value": answer_value,
+        "answer_unit": answer_unit,
+        "period": period,
     }
 
 

@@ -32,13 +32,19 @@ class MultiLLMQAConfig(Section):
     """FinDartBench: questions from several generators, dedup, answers from several generators,
     three validation stages."""
 
-    question_generators: list[SeedGeneratorConfig] = Field(default_factory=lambda: [
-        SeedGeneratorConfig(role="qa_generator_a", style="formal", seed=1),
-        SeedGeneratorConfig(role="qa_generator_b", style="colloquial", seed=2)])
-    answer_generators: list[SeedGeneratorConfig] = Field(default_factory=lambda: [
-        SeedGeneratorConfig(role="qa_generator_a", style="table_first"),
-        SeedGeneratorConfig(role="qa_generator_b", style="sentence_first"),
-        SeedGeneratorConfig(role="qa_generator_c", style="terse")])
+    question_generators: list[SeedGeneratorConfig] = Field(
+        default_factory=lambda: [
+            SeedGeneratorConfig(role="qa_generator_a", style="formal", seed=1),
+            SeedGeneratorConfig(role="qa_generator_b", style="colloquial", seed=2),
+        ]
+    )
+    answer_generators: list[SeedGeneratorConfig] = Field(
+        default_factory=lambda: [
+            SeedGeneratorConfig(role="qa_generator_a", style="table_first"),
+            SeedGeneratorConfig(role="qa_generator_b", style="sentence_first"),
+            SeedGeneratorConfig(role="qa_generator_c", style="terse"),
+        ]
+    )
     questions_per_generator: int = Field(4, ge=1)  # per chunk
     max_chunks_per_document: int = Field(40, ge=1)
     min_chunk_numbers: int = Field(3, ge=1)  # chunks stating fewer figures get no questions
@@ -53,7 +59,8 @@ class MultiLLMQAConfig(Section):
 class SeedQAConfig(Section):
     # Seed methods per filing source (AI-Hub ships its QA triplets). stages/seed_qa/: SEED_METHODS.
     methods: dict[str, list[Literal["triplet_qa", "multi_llm_qa"]]] = Field(
-        default_factory=lambda: {"sec10k": ["triplet_qa"], "dart": ["multi_llm_qa"]})
+        default_factory=lambda: {"sec10k": ["triplet_qa"], "dart": ["multi_llm_qa"]}
+    )
     # Embedder (model id, embedders/) for question deduplication; None = the embed stage's model.
     dedup_model: str | None = None
     triplet_qa: TripletQAConfig = TripletQAConfig()

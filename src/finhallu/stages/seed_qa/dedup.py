@@ -30,21 +30,69 @@ class GroupsOut(BaseModel):
 
 # Question phrasing, not content: what generators wrap around the metric they ask about.
 _PHRASING = {
-    "얼마", "규모", "금액", "수치", "어떻게", "공시", "공시한", "기준", "몇", "퍼센트", "알려주세요", "알려", "주세요", "전기", "대비",
-    "얼마나", "what", "was", "how", "much", "many", "did", "report", "reported", "according", "form", "10-k", "fiscal",
-    "percentage", "by", "have", "were", "there", "amount", "figure", "level", "tell", "me", "company", "value",
-    "되나", "입니", "였나", "이었나", "during", "the",
+    "얼마",
+    "규모",
+    "금액",
+    "수치",
+    "어떻게",
+    "공시",
+    "공시한",
+    "기준",
+    "몇",
+    "퍼센트",
+    "알려주세요",
+    "알려",
+    "주세요",
+    "전기",
+    "대비",
+    "얼마나",
+    "what",
+    "was",
+    "how",
+    "much",
+    "many",
+    "did",
+    "report",
+    "reported",
+    "according",
+    "form",
+    "10-k",
+    "fiscal",
+    "percentage",
+    "by",
+    "have",
+    "were",
+    "there",
+    "amount",
+    "figure",
+    "level",
+    "tell",
+    "me",
+    "company",
+    "value",
+    "되나",
+    "입니",
+    "였나",
+    "이었나",
+    "during",
+    "the",
 }
-_ENDINGS = re.compile(r"(이었나요|였나요|입니까|인가요|인지|일까요|되나요|됩니까|하였습니까|했나요|했습니까|었나요|"
-                      r"습니까|나요|까요|이었|였)$")
-_PERIOD = re.compile(r"제\s?\d+\s?기\s?(?:반기말|반기|\d분기말|\d분기|말)?|(?:19|20)\d{2}(?:\s?년(?:도)?(?:에|의|말)?)?|"
-                     r"상반기|반기|당기|전기말")
+_ENDINGS = re.compile(
+    r"(이었나요|였나요|입니까|인가요|인지|일까요|되나요|됩니까|하였습니까|했나요|했습니까|었나요|"
+    r"습니까|나요|까요|이었|였)$"
+)
+_PERIOD = re.compile(
+    r"제\s?\d+\s?기\s?(?:반기말|반기|\d분기말|\d분기|말)?|(?:19|20)\d{2}(?:\s?년(?:도)?(?:에|의|말)?)?|"
+    r"상반기|반기|당기|전기말"
+)
 _TERM_NO = re.compile(r"제\s?\d+\s?기")  # a term number restates the year given beside it
 
 
 def anchor_tokens(question: str) -> frozenset[str]:
     """Digits and Latin tokens of a question: the years and codes two look-alike questions differ in."""
     return frozenset(t.lower() for t in re.findall(r"[A-Za-z0-9]+", _TERM_NO.sub(" ", question)))
+
+
 _PCT = re.compile(r"%|퍼센트|비율|percentage|ratio|margin|rate", re.IGNORECASE)
 _CHANGE = re.compile(r"증가|감소|늘었|줄었|increase|decrease|change|grow|decline", re.IGNORECASE)
 
@@ -141,8 +189,17 @@ class DedupResult:
         return 1 - len(self.kept) / n if n else 0.0
 
 
-def deduplicate(questions: list[str], vectors: np.ndarray, rank: list[tuple], llm: LLMRouter, role: str,
-                company: str, lang: str, cluster_threshold: float, near_duplicate_threshold: float) -> DedupResult:
+def deduplicate(
+    questions: list[str],
+    vectors: np.ndarray,
+    rank: list[tuple],
+    llm: LLMRouter,
+    role: str,
+    company: str,
+    lang: str,
+    cluster_threshold: float,
+    near_duplicate_threshold: float,
+) -> DedupResult:
     """`vectors`: L2-normalized rows; `rank`: per candidate, the sort key that picks representatives."""
     n = len(questions)
     if n == 0:
@@ -169,8 +226,9 @@ def deduplicate(questions: list[str], vectors: np.ndarray, rank: list[tuple], ll
     for r in sorted(reps, key=lambda i: rank[i]):
         # near-identical wording about another year or code ("2023년" vs "2024년", "DX 부문" vs "DS 부문")
         # is no duplicate: an embedding barely sees the one token that differs; spacing variants are
-        dup = any(squeezed[r] == squeezed[k] or (sims[r, k] >= near_duplicate_threshold and anchors[r] == anchors[k])
-                  for k in kept)
+        dup = any(
+            squeezed[r] == squeezed[k] or (sims[r, k] >= near_duplicate_threshold and anchors[r] == anchors[k]) for k in kept
+        )
         if not dup:
             kept.append(r)
     kept.sort()

@@ -40,7 +40,7 @@ def label_similarity(a: str, b: str) -> float:
     """Character-bigram Dice for Korean labels, content-word Jaccard (light stemming) for English."""
     if _HANGUL.search(a or "") or _HANGUL.search(b or ""):
         x, y = (re.sub(r"[^가-힣a-z0-9]", "", normalize(t or "")) for t in (a, b))
-        bx, by = {x[i:i + 2] for i in range(len(x) - 1)}, {y[i:i + 2] for i in range(len(y) - 1)}
+        bx, by = {x[i : i + 2] for i in range(len(x) - 1)}, {y[i : i + 2] for i in range(len(y) - 1)}
         return 2 * len(bx & by) / (len(bx) + len(by)) if bx and by else 0.0
     x, y = ({w.rstrip("s") for w in content_words(t or "")} for t in (a, b))
     return len(x & y) / len(x | y) if x | y else 0.0
@@ -78,8 +78,11 @@ def document_facts(facts: pl.DataFrame, doc_id: str, institution: str) -> pl.Dat
     by_id = facts.filter(pl.col("entity_id").is_in(list(tokens)))
     if by_id.height:
         return by_id
-    names = [e for e in facts["entity"].unique().to_list() if e and len(normalize(e)) >= 2
-             and (normalize(e) in inst or inst in normalize(e))]
+    names = [
+        e
+        for e in facts["entity"].unique().to_list()
+        if e and len(normalize(e)) >= 2 and (normalize(e) in inst or inst in normalize(e))
+    ]
     return facts.filter(pl.col("entity").is_in(names))
 
 
@@ -88,15 +91,27 @@ class FactIndex:
         self.lang = lang
         rows: list[Fact] = []
         if facts.height == 0 or "numeric_value" not in facts.columns:
-            facts = pl.DataFrame(schema={c: pl.String for c in ("fact_id", "label", "label_en", "concept", "unit",
-                                                                 "dimensions", "period_start", "period_end")}
-                                 | {"numeric_value": pl.Float64, "instant": pl.Boolean})
+            facts = pl.DataFrame(
+                schema={
+                    c: pl.String
+                    for c in ("fact_id", "label", "label_en", "concept", "unit", "dimensions", "period_start", "period_end")
+                }
+                | {"numeric_value": pl.Float64, "instant": pl.Boolean}
+            )
         for r in facts.filter(pl.col("numeric_value").is_not_null()).sort("fact_id").iter_rows(named=True):
             label = (r["label"] if lang == "ko" else (r["label_en"] or r["label"])) or r["concept"]
             dims = r["dimensions"] or "{}"
             n_dims = 0 if dims in ("{}", "") else dims.count(":") // 2 or 1
-            rows.append(Fact(r["fact_id"], label, Decimal(repr(r["numeric_value"])), r["unit"] or "",
-                             _fact_period(r["period_start"], r["period_end"], bool(r["instant"])), n_dims))
+            rows.append(
+                Fact(
+                    r["fact_id"],
+                    label,
+                    Decimal(repr(r["numeric_value"])),
+                    r["unit"] or "",
+                    _fact_period(r["period_start"], r["period_end"], bool(r["instant"])),
+                    n_dims,
+                )
+            )
         self.facts = sorted(rows, key=lambda f: (abs(f.value), f.fact_id))
         self._keys = [abs(f.value) for f in self.facts]
         self._by_label: dict[tuple[str, Period | None], list[Fact]] = {}
@@ -116,8 +131,9 @@ class FactIndex:
         hi = bisect.bisect_right(self._keys, abs(target) + tol)
         return self.facts[lo:hi]
 
-    def match(self, number: Decimal, unit: str, scales: list[Decimal], period: Period | None,
-              label: str) -> tuple[Fact, Decimal] | None:
+    def match(
+        self, number: Decimal, unit: str, scales: list[Decimal], period: Period | None, label: str
+    ) -> tuple[Fact, Decimal] | None:
         """(fact, scale) whose value the stated number is, or None. Ratios compare as fractions."""
         if not self.facts or number == 0:
             return None

@@ -28,8 +28,15 @@ from finhallu.ids import stable_id
 from finhallu.stages.seed_qa.alignment import label_named
 from finhallu.stages.seed_qa.common import MISMATCH_REASONS, SCHEMA_INPUTS, DocContext, MethodResult, seed_row
 from finhallu.stages.seed_qa.dedup import _metric_tokens, deduplicate, question_signature
-from finhallu.stages.seed_qa.triplet_qa import (_metric, askable, column_metric, metric_labels, question_kind,
-                                             topic_particle, triplet_mismatch)
+from finhallu.stages.seed_qa.triplet_qa import (
+    _metric,
+    askable,
+    column_metric,
+    metric_labels,
+    question_kind,
+    topic_particle,
+    triplet_mismatch,
+)
 from finhallu.stages.seed_qa.triplets import TripletItem, extract_triplets, ground_in_facts, reflect_triplets
 from finhallu.stages.seed_qa.values import DocPeriods, Period, find_scale, period_in
 from finhallu.text.numbers import find_numbers
@@ -65,13 +72,28 @@ class ScoresOut(BaseModel):
 
 # ---- what a chunk states (the rules generators read it like the triplet extractor) ----------
 
+
 @shared_result(maxsize=512)  # generators, answerers and the validators (in flight together) read the same chunk
-def chunk_facts(chunk: str, company: str, lang: str, fiscal_year: int | None, report_kind: str,
-                current_term: int | None, scale_note: str | None) -> tuple[TripletItem, ...]:
+def chunk_facts(
+    chunk: str,
+    company: str,
+    lang: str,
+    fiscal_year: int | None,
+    report_kind: str,
+    current_term: int | None,
+    scale_note: str | None,
+) -> tuple[TripletItem, ...]:
     """Value triplets of a chunk with a known value and period: what a rules generator can ask about."""
-    found = extract_triplets(passage=chunk, company=company, lang=lang, fiscal_year=fiscal_year,
-                             report_kind=report_kind, current_term=current_term, scale_note=scale_note,
-                             **SCHEMA_INPUTS).triplets
+    found = extract_triplets(
+        passage=chunk,
+        company=company,
+        lang=lang,
+        fiscal_year=fiscal_year,
+        report_kind=report_kind,
+        current_term=current_term,
+        scale_note=scale_note,
+        **SCHEMA_INPUTS,
+    ).triplets
     kept = reflect_triplets(passage=chunk, triplets=[t.model_dump() for t in found], lang=lang, **SCHEMA_INPUTS)
     return tuple(t for t in kept.triplets if askable(t) and t.value is not None and t.period not in (None, "NA"))
 
@@ -92,22 +114,40 @@ def _period_words(t: TripletItem, lang: str) -> str:
 # Question styles: each generator configuration phrases its questions its own way.
 _Q_STYLES = {
     "formal": {
-        "ko": {"numeric": "{c}의 {p} {m}{eun} 얼마입니까?", "ratio": "{c}의 {p} {m}{eun} 몇 퍼센트입니까?",
-               "change": "{c}의 {p} {m}{eun} 전기 대비 얼마나 {verb}하였습니까?"},
-        "en": {"numeric": "What was {c}'s {m} for {p}?", "ratio": "What was {c}'s {m} for {p}?",
-               "change": "By how much did {c}'s {m} {verb} in {p}?"},
+        "ko": {
+            "numeric": "{c}의 {p} {m}{eun} 얼마입니까?",
+            "ratio": "{c}의 {p} {m}{eun} 몇 퍼센트입니까?",
+            "change": "{c}의 {p} {m}{eun} 전기 대비 얼마나 {verb}하였습니까?",
+        },
+        "en": {
+            "numeric": "What was {c}'s {m} for {p}?",
+            "ratio": "What was {c}'s {m} for {p}?",
+            "change": "By how much did {c}'s {m} {verb} in {p}?",
+        },
     },
     "colloquial": {
-        "ko": {"numeric": "{p} 기준 {c} {m} 규모가 어떻게 되나요?", "ratio": "{p}에 {c}의 {m}{eun} 몇 %였나요?",
-               "change": "{c}의 {m}{eun} {p}에 얼마나 {verb_c}나요?"},
-        "en": {"numeric": "How much {m} did {c} report for {p}?", "ratio": "What {m} did {c} report for {p}?",
-               "change": "How much did the {m} of {c} {verb} during {p}?"},
+        "ko": {
+            "numeric": "{p} 기준 {c} {m} 규모가 어떻게 되나요?",
+            "ratio": "{p}에 {c}의 {m}{eun} 몇 %였나요?",
+            "change": "{c}의 {m}{eun} {p}에 얼마나 {verb_c}나요?",
+        },
+        "en": {
+            "numeric": "How much {m} did {c} report for {p}?",
+            "ratio": "What {m} did {c} report for {p}?",
+            "change": "How much did the {m} of {c} {verb} during {p}?",
+        },
     },
     "analyst": {
-        "ko": {"numeric": "{c} {p} {m} 수치를 알려주세요.", "ratio": "{c} {p} {m} 비율을 알려주세요.",
-               "change": "{c} {p} {m} 증감 규모를 알려주세요."},
-        "en": {"numeric": "Tell me {c}'s {m} figure for {p}.", "ratio": "Tell me {c}'s {m} for {p}.",
-               "change": "Tell me how much {c}'s {m} changed in {p}."},
+        "ko": {
+            "numeric": "{c} {p} {m} 수치를 알려주세요.",
+            "ratio": "{c} {p} {m} 비율을 알려주세요.",
+            "change": "{c} {p} {m} 증감 규모를 알려주세요.",
+        },
+        "en": {
+            "numeric": "Tell me {c}'s {m} figure for {p}.",
+            "ratio": "Tell me {c}'s {m} for {p}.",
+            "change": "Tell me how much {c}'s {m} changed in {p}.",
+        },
     },
 }
 
@@ -133,9 +173,18 @@ def stated_with_unit(t: TripletItem, scale_note: str | None, lang: str) -> str:
 
 
 @operation("generate_questions", QuestionsOut)
-def generate_questions(chunk: str, company: str, lang: str, fiscal_year: int | None, report_kind: str,
-                       current_term: int | None, scale_note: str | None, style: str, n: int,
-                       rng_seed: int) -> QuestionsOut:
+def generate_questions(
+    chunk: str,
+    company: str,
+    lang: str,
+    fiscal_year: int | None,
+    report_kind: str,
+    current_term: int | None,
+    scale_note: str | None,
+    style: str,
+    n: int,
+    rng_seed: int,
+) -> QuestionsOut:
     """Rules backend: pick n stated figures of the chunk (seeded) and ask for each in the style's phrasing."""
     facts = chunk_facts(chunk, company, lang, fiscal_year, report_kind, current_term, scale_note)
     rng = random.Random(rng_seed)
@@ -146,11 +195,19 @@ def generate_questions(chunk: str, company: str, lang: str, fiscal_year: int | N
         qtype = _qtype(t)
         m = _metric(t, lang)
         up = t.relation == "Increased_By"
-        q = templates[qtype].format(c=company, p=_period_words(t, lang), m=m, eun=topic_particle(m),
-                                    verb=("증가" if up else "감소") if lang == "ko" else ("increase" if up else "decrease"),
-                                    verb_c="늘었" if up else "줄었")
-        out.append(QuestionCandidate(question_type=qtype, question=re.sub(r"\s+", " ", q).strip(),
-                                     draft_answer=stated_with_unit(t, scale_note, lang)))
+        q = templates[qtype].format(
+            c=company,
+            p=_period_words(t, lang),
+            m=m,
+            eun=topic_particle(m),
+            verb=("증가" if up else "감소") if lang == "ko" else ("increase" if up else "decrease"),
+            verb_c="늘었" if up else "줄었",
+        )
+        out.append(
+            QuestionCandidate(
+                question_type=qtype, question=re.sub(r"\s+", " ", q).strip(), draft_answer=stated_with_unit(t, scale_note, lang)
+            )
+        )
     return QuestionsOut(questions=out)
 
 
@@ -170,8 +227,7 @@ def _score_fact(t: TripletItem, question: str, q_words: set[str], q_period: Peri
     if hit / len(q_words) < 0.5:
         return 0.0
     overlap = hit / len(q_words | have)
-    score = overlap + (0.5 if _qtype(t) == ("numeric" if _asked_kind(question) == "amount" else _asked_kind(question))
-                       else -1.0)
+    score = overlap + (0.5 if _qtype(t) == ("numeric" if _asked_kind(question) == "amount" else _asked_kind(question)) else -1.0)
     if style != "terse" and q_period is not None:  # the terse generator reads no periods: it errs on them
         score += 1.0 if _period_of(t) == q_period else -2.0
     if style == "table_first":
@@ -182,16 +238,26 @@ def _score_fact(t: TripletItem, question: str, q_words: set[str], q_period: Peri
 
 
 @operation("answer_question", AnswerOut)
-def answer_question(chunk: str, question: str, company: str, lang: str, fiscal_year: int | None, report_kind: str,
-                    current_term: int | None, scale_note: str | None, style: str) -> AnswerOut:
+def answer_question(
+    chunk: str,
+    question: str,
+    company: str,
+    lang: str,
+    fiscal_year: int | None,
+    report_kind: str,
+    current_term: int | None,
+    scale_note: str | None,
+    style: str,
+) -> AnswerOut:
     """Rules backend: the chunk's stated figure that best matches the question's metric words, kind
     and period, written in the style's form (a sentence naming metric and period, or the bare figure)."""
     doc = DocPeriods(fiscal_year, report_kind, current_term)
     q_words = question_signature(question, company)[0]
     q_period = period_in(question, doc, lang)
     facts = chunk_facts(chunk, company, lang, fiscal_year, report_kind, current_term, scale_note)
-    scored = sorted(((_score_fact(t, question, q_words, q_period, style), k) for k, t in enumerate(facts)),
-                    key=lambda x: (-x[0], x[1]))
+    scored = sorted(
+        ((_score_fact(t, question, q_words, q_period, style), k) for k, t in enumerate(facts)), key=lambda x: (-x[0], x[1])
+    )
     if not scored or scored[0][0] <= 0:
         refusal = "제공된 자료에서 해당 수치를 찾을 수 없습니다." if lang == "ko" else "The chunk does not state this figure."
         return AnswerOut(answer=refusal, span="", evidence="")
@@ -202,11 +268,13 @@ def answer_question(chunk: str, question: str, company: str, lang: str, fiscal_y
     if style == "terse":
         answer = stated
     elif lang == "ko":
-        answer = (f"{p} 기준 {m}{topic_particle(m)} {stated}입니다." if style == "table_first"
-                  else f"{company}의 {p} {m}{topic_particle(m)} {stated}입니다.")
+        answer = (
+            f"{p} 기준 {m}{topic_particle(m)} {stated}입니다."
+            if style == "table_first"
+            else f"{company}의 {p} {m}{topic_particle(m)} {stated}입니다."
+        )
     else:
-        answer = (f"The {m} was {stated} for {p}." if style == "table_first"
-                  else f"{company} reported {m} of {stated} for {p}.")
+        answer = f"The {m} was {stated} for {p}." if style == "table_first" else f"{company} reported {m} of {stated} for {p}."
     return AnswerOut(answer=answer, span=t.span or "", evidence=t.evidence)
 
 
@@ -221,17 +289,30 @@ def answer_figures(answer: str, question: str) -> frozenset[Decimal]:
 
 
 @operation("check_factuality", FactualityOut)
-def check_factuality(chunk: str, question: str, answer: str, span: str, evidence: str, company: str, lang: str,
-                     fiscal_year: int | None, report_kind: str, current_term: int | None,
-                     scale_note: str | None) -> FactualityOut:
+def check_factuality(
+    chunk: str,
+    question: str,
+    answer: str,
+    span: str,
+    evidence: str,
+    company: str,
+    lang: str,
+    fiscal_year: int | None,
+    report_kind: str,
+    current_term: int | None,
+    scale_note: str | None,
+) -> FactualityOut:
     """Rules backend of stage 1: the answer's figure is stated in the chunk, in the line given, for
     the metric, unit and period the question asks about."""
     if not span or not evidence:
         return FactualityOut(factual=False, reason="no figure given")
     if evidence not in chunk or span not in evidence:
         return FactualityOut(factual=False, reason="figure not stated in the chunk")
-    facts = [t for t in chunk_facts(chunk, company, lang, fiscal_year, report_kind, current_term, scale_note)
-             if t.evidence == evidence and t.span == span]
+    facts = [
+        t
+        for t in chunk_facts(chunk, company, lang, fiscal_year, report_kind, current_term, scale_note)
+        if t.evidence == evidence and t.span == span
+    ]
     if not facts:
         return FactualityOut(factual=False, reason="the line states no such figure")
     t = facts[0]
@@ -284,11 +365,20 @@ def answers_agree(a: str, b: str, question: str = "") -> bool:
 
 # ---- the method -----------------------------------------------------------------------------
 
+
 def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles: dict, encoder) -> MethodResult:
     """cfg: MultiLLMQAConfig; roles: judge, grouper; encoder: embedder for deduplication."""
     counts: Counter = Counter({f"questions_dropped_{why}": 0 for why in MISMATCH_REASONS})
-    result = MethodResult(counts=counts, samples={"numeric_disagreement_before": [], "numeric_disagreement_after": [],
-                                                  "cluster_sizes": [], "jaccard_candidates": [], "jaccard_final": []})
+    result = MethodResult(
+        counts=counts,
+        samples={
+            "numeric_disagreement_before": [],
+            "numeric_disagreement_after": [],
+            "cluster_sizes": [],
+            "jaccard_candidates": [],
+            "jaccard_final": [],
+        },
+    )
     chunks = [i for i, p in enumerate(doc.passages) if len(find_numbers(p["text"])) >= cfg.min_chunk_numbers]
     counts["chunks"] += len(doc.passages)
     counts["chunks_with_figures"] += len(chunks)
@@ -300,8 +390,15 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
     def ask(item):
         i, _, g = item
         p = doc.passages[i]
-        return llm.call(g.role, "generate_questions", chunk=p["text"], **doc.op_inputs(i), style=g.style,
-                        n=cfg.questions_per_generator, rng_seed=int(stable_id(g.seed, p["passage_id"], length=8), 16))
+        return llm.call(
+            g.role,
+            "generate_questions",
+            chunk=p["text"],
+            **doc.op_inputs(i),
+            style=g.style,
+            n=cfg.questions_per_generator,
+            rng_seed=int(stable_id(g.seed, p["passage_id"], length=8), 16),
+        )
 
     # Every (chunk, generator) together, then every kept question's validation (see llm.parallel).
     for (i, g_rank, g), out in zip(asks, map_items(ask, asks, llm, {g.role for g in cfg.question_generators})):
@@ -315,8 +412,17 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
     if not cands:
         return result
     questions = [c["question"] for c in cands]
-    dd = deduplicate(questions, encoder.encode(questions), [c["rank"] + (k,) for k, c in enumerate(cands)], llm,
-                     roles["grouper"], doc.company, doc.lang, cfg.cluster_threshold, cfg.near_duplicate_threshold)
+    dd = deduplicate(
+        questions,
+        encoder.encode(questions),
+        [c["rank"] + (k,) for k, c in enumerate(cands)],
+        llm,
+        roles["grouper"],
+        doc.company,
+        doc.lang,
+        cfg.cluster_threshold,
+        cfg.near_duplicate_threshold,
+    )
     counts["questions_after_grouping"] += len(dd.groups)
     counts["questions_after_cosine_filter"] += len(dd.kept)
     result.samples["cluster_sizes"] += [float(len(g)) for g in dd.groups]
@@ -377,16 +483,20 @@ def _answer_fact(doc: DocContext, facts: tuple[TripletItem, ...], top: AnswerOut
     return next((x for x in same if triplet_mismatch(question, x, doc, None) is None), same[0] if same else None)
 
 
-def _validate(doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, counts: Counter,
-              samples: dict[str, list[float]]) -> dict | None:
+def _validate(
+    doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, counts: Counter, samples: dict[str, list[float]]
+) -> dict | None:
     i = cand["i"]
     p = doc.passages[i]
     inputs = doc.op_inputs(i)
     answers = []
     # The generators answer together, then the judge checks every answer together (see llm.parallel).
-    outs = map_items(lambda a: llm.call(a.role, "answer_question", chunk=p["text"], question=cand["question"],
-                                        style=a.style, **inputs),
-                     cfg.answer_generators, llm, {a.role for a in cfg.answer_generators})
+    outs = map_items(
+        lambda a: llm.call(a.role, "answer_question", chunk=p["text"], question=cand["question"], style=a.style, **inputs),
+        cfg.answer_generators,
+        llm,
+        {a.role for a in cfg.answer_generators},
+    )
     for a, out in zip(cfg.answer_generators, outs):
         if out is None:
             counts["llm_failures"] += 1
@@ -398,19 +508,42 @@ def _validate(doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, cou
     if len(numeric) >= 2:
         samples["numeric_disagreement_before"].append(float(len(set(numeric)) > 1))
     # Stage 1: binary factuality against the chunk.
-    verdicts = map_items(lambda a: llm.call(roles["judge"], "check_factuality", chunk=p["text"], question=cand["question"],
-                                            answer=a[1].answer, span=a[1].span, evidence=a[1].evidence, **inputs),
-                         answers, llm, (roles["judge"],))
+    verdicts = map_items(
+        lambda a: llm.call(
+            roles["judge"],
+            "check_factuality",
+            chunk=p["text"],
+            question=cand["question"],
+            answer=a[1].answer,
+            span=a[1].span,
+            evidence=a[1].evidence,
+            **inputs,
+        ),
+        answers,
+        llm,
+        (roles["judge"],),
+    )
     factual = [(g, o) for (g, o), v in zip(answers, verdicts) if v is not None and v.factual]  # no verdict: not factual
     counts["answers_factual"] += len(factual)
     if len(factual) >= cfg.min_agreeing_answers:
         counts["questions_with_2_factual"] += 1
     # Stage 2: listwise quality scoring, keep scores >= tau.
-    listwise = llm.call(roles["judge"], "score_answers_listwise", question=cand["question"],
-                        answers=[o.answer for _, o in factual], lang=doc.lang) if factual else None
+    listwise = (
+        llm.call(
+            roles["judge"],
+            "score_answers_listwise",
+            question=cand["question"],
+            answers=[o.answer for _, o in factual],
+            lang=doc.lang,
+        )
+        if factual
+        else None
+    )
     scores = listwise.scores if listwise is not None else []  # no scores: nothing survives stage 2
-    survivors = sorted(((s, k, g, o) for k, ((g, o), s) in enumerate(zip(factual, scores)) if s >= cfg.quality_threshold),
-                       key=lambda x: (-x[0], x[1]))
+    survivors = sorted(
+        ((s, k, g, o) for k, ((g, o), s) in enumerate(zip(factual, scores)) if s >= cfg.quality_threshold),
+        key=lambda x: (-x[0], x[1]),
+    )
     counts["answers_quality_ok"] += len(survivors)
     if len(survivors) < cfg.min_agreeing_answers:
         return None
@@ -441,11 +574,22 @@ def _validate(doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, cou
         counts[f"questions_dropped_{why}"] += 1
         return None
     counts["seeds"] += 1
-    return seed_row(p, method=METHOD, question=cand["question"], answer=top.span, clue=top.evidence,
-                    clue_start=clue_start, qa_kind="table" if top.evidence.startswith("|") else "span",
-                    origin_id=f"{p['passage_id']}|{cand['generator']}|{cand['question']}",
-                    generator=f"{cand['generator']} -> {g1}", triplet_ids=[], fact_id=fact_id,
-                    answer_value=t.value, answer_unit=t.unit, period=t.period)
+    return seed_row(
+        p,
+        method=METHOD,
+        question=cand["question"],
+        answer=top.span,
+        clue=top.evidence,
+        clue_start=clue_start,
+        qa_kind="table" if top.evidence.startswith("|") else "span",
+        origin_id=f"{p['passage_id']}|{cand['generator']}|{cand['question']}",
+        generator=f"{cand['generator']} -> {g1}",
+        triplet_ids=[],
+        fact_id=fact_id,
+        answer_value=t.value,
+        answer_unit=t.unit,
+        period=t.period,
+    )
 
 
 def disagreement_ratio(samples: list[float]) -> float:

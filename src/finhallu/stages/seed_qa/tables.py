@@ -87,8 +87,11 @@ def _header_like(cells: list[str], doc: DocPeriods, lang: str) -> bool:
 
 
 # A row label that is only a period ("제12기말", "Fiscal 2024", "2023년 12월말"): the table is transposed.
-_PERIOD_LABEL = re.compile(r"\s*(?:제\s?\d+\s?기\s?(?:반기말|반기|\d분기말|\d분기|말)?|(?:fiscal\s+|FY\s?)?(?:19|20)\d{2}(?:\s?년)?"
-                           r"(?:\s?\d{1,2}\s?월\s?말?)?|(?:당|전|전전)(?:반기|분기|기)말?)\s*", re.IGNORECASE)
+_PERIOD_LABEL = re.compile(
+    r"\s*(?:제\s?\d+\s?기\s?(?:반기말|반기|\d분기말|\d분기|말)?|(?:fiscal\s+|FY\s?)?(?:19|20)\d{2}(?:\s?년)?"
+    r"(?:\s?\d{1,2}\s?월\s?말?)?|(?:당|전|전전)(?:반기|분기|기)말?)\s*",
+    re.IGNORECASE,
+)
 _SHARE_COL = re.compile(r"%|비중|구성비|ratio|share", re.IGNORECASE)
 
 

@@ -20,9 +20,20 @@ from finhallu.llm.operations import operation
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.stages.seed_qa.alignment import question_mismatch
-from finhallu.stages.seed_qa.common import (MISMATCH_REASONS, SCHEMA_INPUTS, DocContext, MethodResult, line_spans,
-                                         locate_line, pages, period_text, seed_row, starting_words, triplet_row,
-                                         xbrl_mismatch)
+from finhallu.stages.seed_qa.common import (
+    MISMATCH_REASONS,
+    SCHEMA_INPUTS,
+    DocContext,
+    MethodResult,
+    line_spans,
+    locate_line,
+    pages,
+    period_text,
+    seed_row,
+    starting_words,
+    triplet_row,
+    xbrl_mismatch,
+)
 from finhallu.stages.seed_qa.triplets import TripletItem, _period_of, ground_in_facts
 from finhallu.stages.seed_qa.values import parse_cell
 from finhallu.text.normalize import contains_normalized
@@ -49,7 +60,8 @@ _PERIOD_WORDS = re.compile(
     r"\b(January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|"
     r"Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?\b(\s+\d{1,2},?)?|\b(years?|fiscal years?|twelve months|months) ended\b|"
     r"\bfiscal( year)?\b|\bas of\b|\bAmount\b|금\s?액|\(?\$?s?\s*in (thousands|millions|billions)[^)]*\)?",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def column_metric(t: TripletItem) -> str:
@@ -71,8 +83,9 @@ def metric_labels(t: TripletItem) -> list[str]:
 def triplet_mismatch(question: str, t: TripletItem, doc: DocContext, fact_id: str | None) -> str | None:
     """Why a question is not asking for this triplet's figure: another period, another line item,
     or (where the filing has XBRL facts) facts that put the figure elsewhere; None if it is."""
-    return (question_mismatch(question, metric_labels(t), _period_of(t), doc.periods, doc.lang)
-            or xbrl_mismatch(doc, t, fact_id, question))
+    return question_mismatch(question, metric_labels(t), _period_of(t), doc.periods, doc.lang) or xbrl_mismatch(
+        doc, t, fact_id, question
+    )
 
 
 def askable(t: TripletItem) -> bool:
@@ -92,18 +105,32 @@ def _metric(t: TripletItem, lang: str) -> str:
 
 
 _EN = {
-    "amount": ["What was {c}'s {m} for {p}?", "According to {c}'s Form 10-K for {p}, what was the {m}?",
-               "How much did {c} report as {m} for {p}?"],
-    "percent": ["What was {c}'s {m} for {p}?", "According to {c}'s Form 10-K for {p}, what was the {m}?",
-                "What {m} did {c} report for {p}?"],
+    "amount": [
+        "What was {c}'s {m} for {p}?",
+        "According to {c}'s Form 10-K for {p}, what was the {m}?",
+        "How much did {c} report as {m} for {p}?",
+    ],
+    "percent": [
+        "What was {c}'s {m} for {p}?",
+        "According to {c}'s Form 10-K for {p}, what was the {m}?",
+        "What {m} did {c} report for {p}?",
+    ],
     "count": ["How many {m} did {c} have in {p}?", "According to {c}'s Form 10-K for {p}, how many {m} were there?"],
-    "change": ["By how much did {c}'s {m} {verb} in {p}?", "According to {c}'s Form 10-K for {p}, by how much did "
-               "the {m} {verb}?"],
-    "change_pct": ["By what percentage did {c}'s {m} {verb} in {p}?",
-                   "According to {c}'s Form 10-K for {p}, by what percentage did the {m} {verb}?"],
+    "change": [
+        "By how much did {c}'s {m} {verb} in {p}?",
+        "According to {c}'s Form 10-K for {p}, by how much did the {m} {verb}?",
+    ],
+    "change_pct": [
+        "By what percentage did {c}'s {m} {verb} in {p}?",
+        "According to {c}'s Form 10-K for {p}, by what percentage did the {m} {verb}?",
+    ],
 }
 _KO = {
-    "amount": ["{c}의 {p} {m}{eun} 얼마인가요?", "{c}{ga} 공시한 {p} {m}{eun} 얼마입니까?", "{p} 기준 {c}의 {m}{eun} 얼마였나요?"],
+    "amount": [
+        "{c}의 {p} {m}{eun} 얼마인가요?",
+        "{c}{ga} 공시한 {p} {m}{eun} 얼마입니까?",
+        "{p} 기준 {c}의 {m}{eun} 얼마였나요?",
+    ],
     "percent": ["{c}의 {p} {m}{eun} 몇 %인가요?", "{p} 기준 {c}의 {m}{eun} 몇 퍼센트였나요?"],
     "count": ["{c}의 {p} {m}{eun} 얼마인가요?", "{p} 기준 {c}의 {m}{eun} 몇 개였나요?"],
     "change": ["{c}의 {p} {m}{eun} 전기 대비 얼마나 {verb}했나요?", "{p}에 {c}의 {m}{eun} 얼마나 {verb}했습니까?"],
@@ -124,8 +151,7 @@ def question_kind(t: TripletItem) -> str:
 
 
 @operation("generate_triplet_qa", TripletQAOut)
-def generate_triplet_qa(passage: str, company: str, period_text: str, triplet: dict, lang: str,
-                        rng_seed: int) -> TripletQAOut:
+def generate_triplet_qa(passage: str, company: str, period_text: str, triplet: dict, lang: str, rng_seed: int) -> TripletQAOut:
     """Rules backend: a question template per relation and unit, phrasing chosen by seed."""
     t = TripletItem.model_validate(triplet)
     rng = random.Random(rng_seed)
@@ -133,32 +159,83 @@ def generate_triplet_qa(passage: str, company: str, period_text: str, triplet: d
     m = _metric(t, lang)
     if lang == "ko":
         verb = "증가" if t.relation == "Increased_By" else "감소"
-        q = rng.choice(_KO[kind]).format(c=company, p=period_text, m=m, eun=topic_particle(m),
-                                         ga=topic_particle(company, "이/가"), verb=verb)
+        q = rng.choice(_KO[kind]).format(
+            c=company, p=period_text, m=m, eun=topic_particle(m), ga=topic_particle(company, "이/가"), verb=verb
+        )
     else:
         verb = "increase" if t.relation == "Increased_By" else "decrease"
         q = rng.choice(_EN[kind]).format(c=company, p=period_text, m=m, verb=verb)
-    return TripletQAOut(question=re.sub(r"\s+", " ", q).strip(), answer=t.span or t.tail,
-                        supporting_triplet=f"{t.head} | {t.relation} | {t.tail}",
-                        supporting_lines=[starting_words(t.evidence)])
+    return TripletQAOut(
+        question=re.sub(r"\s+", " ", q).strip(),
+        answer=t.span or t.tail,
+        supporting_triplet=f"{t.head} | {t.relation} | {t.tail}",
+        supporting_lines=[starting_words(t.evidence)],
+    )
 
 
-_TEMPLATE_WORDS = {"what", "was", "how", "much", "many", "did", "report", "according", "form", "10-k", "fiscal",
-                   "percentage", "by", "have", "were", "there", "increase", "decrease", "얼마", "얼마인가요", "얼마입니까",
-                   "얼마였나요", "공시한", "기준", "퍼센트", "전기", "대비", "얼마나", "증가했나요", "감소했나요", "증가했습니까",
-                   "감소했습니까", "몇", "개였나요", "퍼센트였나요", "company", "report"}
+_TEMPLATE_WORDS = {
+    "what",
+    "was",
+    "how",
+    "much",
+    "many",
+    "did",
+    "report",
+    "according",
+    "form",
+    "10-k",
+    "fiscal",
+    "percentage",
+    "by",
+    "have",
+    "were",
+    "there",
+    "increase",
+    "decrease",
+    "얼마",
+    "얼마인가요",
+    "얼마입니까",
+    "얼마였나요",
+    "공시한",
+    "기준",
+    "퍼센트",
+    "전기",
+    "대비",
+    "얼마나",
+    "증가했나요",
+    "감소했나요",
+    "증가했습니까",
+    "감소했습니까",
+    "몇",
+    "개였나요",
+    "퍼센트였나요",
+    "company",
+    "report",
+}
 
 
 def _company_key(company: str) -> str:
-    words = [w for w in re.split(r"[\s,]+", re.sub(r"\(?주식회사\)?|\(주\)", "", company)) if w
-             and w.lower().strip(".") not in {"inc", "corp", "corporation", "co", "company", "ltd", "plc", "llc", "the"}]
+    words = [
+        w
+        for w in re.split(r"[\s,]+", re.sub(r"\(?주식회사\)?|\(주\)", "", company))
+        if w and w.lower().strip(".") not in {"inc", "corp", "corporation", "co", "company", "ltd", "plc", "llc", "the"}
+    ]
     return " ".join(words[:2])
 
 
 @operation("judge_seed_qa", KeepDropOut)
-def judge_seed_qa(passage: str, question: str, answer: str, supporting_line: str | None, company: str,
-                  period_text: str, scale_note: str | None, lang: str) -> KeepDropOut:
+def judge_seed_qa(
+    passage: str,
+    question: str,
+    answer: str,
+    supporting_line: str | None,
+    company: str,
+    period_text: str,
+    scale_note: str | None,
+    lang: str,
+) -> KeepDropOut:
     """Rules backend of the Keep/Drop judge; when in doubt, drop."""
+
     def drop(reason: str) -> KeepDropOut:
         return KeepDropOut(decision="Drop", reason=reason)
 
@@ -180,9 +257,14 @@ def judge_seed_qa(passage: str, question: str, answer: str, supporting_line: str
     if asked and sum(w in have for w in asked) / len(asked) < 0.5:
         return drop("question not grounded in the supporting line")
     amount = parse_cell(answer)
-    if supporting_line.startswith("|") and amount and amount.unit in ("", "USD", "KRW") and not scale_note \
-            and amount.number == amount.number.to_integral_value() \
-            and not re.search(r"%|비율|비중|ratio|margin|rate|per share|주당", question, re.IGNORECASE):
+    if (
+        supporting_line.startswith("|")
+        and amount
+        and amount.unit in ("", "USD", "KRW")
+        and not scale_note
+        and amount.number == amount.number.to_integral_value()
+        and not re.search(r"%|비율|비중|ratio|margin|rate|per share|주당", question, re.IGNORECASE)
+    ):
         return drop("the amount's scale is stated nowhere in the context")
     if len({n.value for n in find_numbers(answer)}) > 1:
         return drop("answer holds several figures")
@@ -205,11 +287,10 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
         # The pages the sequential walk would read next for sure (each one is read unless enough
         # pages were used before it), all their passages extracted and reviewed together, then
         # their questions together (see llm.parallel); bookkeeping and RNG draws in page order.
-        batch = order[tried: tried + min(cfg.max_pages_per_document - used, limit - tried)]
+        batch = order[tried : tried + min(cfg.max_pages_per_document - used, limit - tried)]
         tried += len(batch)
         cells = [i for pi in batch for i in all_pages[pi]]
-        reviewed = dict(zip(cells, map_items(lambda i: _extract_and_reflect(doc, i, llm, extractor), cells, llm,
-                                             (extractor,))))
+        reviewed = dict(zip(cells, map_items(lambda i: _extract_and_reflect(doc, i, llm, extractor), cells, llm, (extractor,))))
         questions: list[tuple[int, dict, int]] = []
         for pi in batch:
             counts["pages_extracted"] += 1
@@ -218,19 +299,24 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
                 continue
             used += 1
             counts["pages_used"] += 1
-            askable_rows = [(i, r) for i, r in page_triplets
-                            if askable(TripletItem.model_validate({k: r[k] for k in TripletItem.model_fields}))]
+            askable_rows = [
+                (i, r)
+                for i, r in page_triplets
+                if askable(TripletItem.model_validate({k: r[k] for k in TripletItem.model_fields}))
+            ]
             k = min(len(askable_rows), rng.randint(cfg.sample_min, cfg.sample_max))
             questions += [(i, row, rng.randrange(2**31)) for i, row in rng.sample(askable_rows, k)]
         counts["qa_sampled"] += len(questions)
-        for qa_result in map_items(lambda it: _qa_for_triplet(doc, *it, llm, roles), questions, llm,
-                                   (roles["generator"], roles["judge"])):
+        for qa_result in map_items(
+            lambda it: _qa_for_triplet(doc, *it, llm, roles), questions, llm, (roles["generator"], roles["judge"])
+        ):
             result.merge(qa_result)
     return result
 
 
-def _page_triplets(doc: DocContext, cells: list[int], reviewed: dict, counts: Counter, result: MethodResult,
-                   origin_llm: bool, extractor: str) -> list[tuple[int, dict]]:
+def _page_triplets(
+    doc: DocContext, cells: list[int], reviewed: dict, counts: Counter, result: MethodResult, origin_llm: bool, extractor: str
+) -> list[tuple[int, dict]]:
     """A page's reviewed triplets grounded in the XBRL facts (added to `result.triplets`), with the funnel counts."""
     page_triplets: list[tuple[int, dict]] = []
     for i in cells:
@@ -260,8 +346,14 @@ def _extract_and_reflect(doc: DocContext, i: int, llm: LLMRouter, extractor: str
     out = llm.call(extractor, "extract_triplets", passage=p["text"], **doc.op_inputs(i), **SCHEMA_INPUTS)
     if out is None:
         return None
-    reflected = llm.call(extractor, "reflect_triplets", passage=p["text"],
-                         triplets=[t.model_dump() for t in out.triplets], lang=doc.lang, **SCHEMA_INPUTS)
+    reflected = llm.call(
+        extractor,
+        "reflect_triplets",
+        passage=p["text"],
+        triplets=[t.model_dump() for t in out.triplets],
+        lang=doc.lang,
+        **SCHEMA_INPUTS,
+    )
     return None if reflected is None else (out.triplets, reflected)
 
 
@@ -272,8 +364,16 @@ def _qa_for_triplet(doc: DocContext, i: int, row: dict, rng_seed: int, llm: LLMR
     p = doc.passages[i]
     t = TripletItem.model_validate({k: row[k] for k in TripletItem.model_fields})
     ptext = period_text(t, doc)
-    qa = llm.call(roles["generator"], "generate_triplet_qa", passage=p["text"], company=doc.company,
-                  period_text=ptext, triplet=t.model_dump(), lang=doc.lang, rng_seed=rng_seed)
+    qa = llm.call(
+        roles["generator"],
+        "generate_triplet_qa",
+        passage=p["text"],
+        company=doc.company,
+        period_text=ptext,
+        triplet=t.model_dump(),
+        lang=doc.lang,
+        rng_seed=rng_seed,
+    )
     if qa is None:
         counts["llm_failures"] += 1
         return result
@@ -284,9 +384,18 @@ def _qa_for_triplet(doc: DocContext, i: int, row: dict, rng_seed: int, llm: LLMR
         return result
     counts["qa_clue_located"] += 1
     clue_start, clue = located
-    verdict = llm.call(roles["judge"], "judge_seed_qa", passage=p["text"], question=qa.question, answer=qa.answer,
-                       supporting_line=clue, company=doc.company, period_text=ptext,
-                       scale_note=doc.scale_notes[i], lang=doc.lang)
+    verdict = llm.call(
+        roles["judge"],
+        "judge_seed_qa",
+        passage=p["text"],
+        question=qa.question,
+        answer=qa.answer,
+        supporting_line=clue,
+        company=doc.company,
+        period_text=ptext,
+        scale_note=doc.scale_notes[i],
+        lang=doc.lang,
+    )
     if verdict is None or verdict.decision != "Keep":  # no verdict: when in doubt, drop
         counts["qa_dropped_by_judge"] += 1
         return result
@@ -295,10 +404,22 @@ def _qa_for_triplet(doc: DocContext, i: int, row: dict, rng_seed: int, llm: LLMR
         counts[f"qa_dropped_{why}"] += 1
         return result
     counts["qa_kept"] += 1
-    result.seeds.append(seed_row(
-        p, method=METHOD, question=qa.question, answer=qa.answer, clue=clue, clue_start=clue_start,
-        qa_kind="table" if clue.startswith("|") else "span", origin_id=row["triplet_id"],
-        generator=llm.backend(roles["generator"]), triplet_ids=[row["triplet_id"]], fact_id=row["fact_id"],
-        answer_value=row["value"] if qa.answer == t.span else None, answer_unit=row["unit"], period=row["period"]))
+    result.seeds.append(
+        seed_row(
+            p,
+            method=METHOD,
+            question=qa.question,
+            answer=qa.answer,
+            clue=clue,
+            clue_start=clue_start,
+            qa_kind="table" if clue.startswith("|") else "span",
+            origin_id=row["triplet_id"],
+            generator=llm.backend(roles["generator"]),
+            triplet_ids=[row["triplet_id"]],
+            fact_id=row["fact_id"],
+            answer_value=row["value"] if qa.answer == t.span else None,
+            answer_unit=row["unit"],
+            period=row["period"],
+        )
+    )
     return result
-

@@ -27,18 +27,81 @@ from finhallu.text.numbers import find_numbers
 from finhallu.text.words import strip_particle
 
 # The schema (FinReflectKG's entity and relation types, the subset filings' QA needs).
-ENTITY_TYPES = ("ORG", "ORG_REG", "ORG_GOV", "PERSON", "GPE", "SEGMENT", "PRODUCT", "FIN_METRIC", "FIN_INSTRUMENT",
-                "ECON_IND", "RISK_FACTOR", "REGULATORY_REQUIREMENT", "ACCOUNTING_POLICY", "EVENT", "CONCEPT", "VALUE")
-RELATION_TYPES = ("Has_Value", "Increased_By", "Decreased_By", "Reports", "Discloses", "Subject_To", "Regulated_By",
-                  "Member_Of", "Operates_In", "Has_Segment", "Depends_On", "Impacts", "Invests_In", "Issues",
-                  "Partners_With", "Guides_On")
-_GENERIC_EN = re.compile(r"^(?:(?:beginning|ending|opening|closing) balances?|balances?,? (?:at )?(?:beginning|end) of "
-                         r"(?:the )?(?:year|period)|basic|diluted|total|other|net)\s*:?$", re.IGNORECASE)
+ENTITY_TYPES = (
+    "ORG",
+    "ORG_REG",
+    "ORG_GOV",
+    "PERSON",
+    "GPE",
+    "SEGMENT",
+    "PRODUCT",
+    "FIN_METRIC",
+    "FIN_INSTRUMENT",
+    "ECON_IND",
+    "RISK_FACTOR",
+    "REGULATORY_REQUIREMENT",
+    "ACCOUNTING_POLICY",
+    "EVENT",
+    "CONCEPT",
+    "VALUE",
+)
+RELATION_TYPES = (
+    "Has_Value",
+    "Increased_By",
+    "Decreased_By",
+    "Reports",
+    "Discloses",
+    "Subject_To",
+    "Regulated_By",
+    "Member_Of",
+    "Operates_In",
+    "Has_Segment",
+    "Depends_On",
+    "Impacts",
+    "Invests_In",
+    "Issues",
+    "Partners_With",
+    "Guides_On",
+)
+_GENERIC_EN = re.compile(
+    r"^(?:(?:beginning|ending|opening|closing) balances?|balances?,? (?:at )?(?:beginning|end) of "
+    r"(?:the )?(?:year|period)|basic|diluted|total|other|net)\s*:?$",
+    re.IGNORECASE,
+)
 _GENERIC_KO = re.compile(r"^(?:기초|기말|반기말|분기말|당기말|전기말)(?:장부금액|잔액|금액)?$")
 # Row labels that name no metric by themselves (sub-rows of roll-forward and breakdown tables).
-GENERIC_HEADS = {"total", "totals", "other", "others", "net", "subtotal", "balance", "beginningbalance", "endingbalance",
-                 "additions", "disposals", "합계", "소계", "계", "기타", "총계", "기초", "기말", "증가", "감소", "취득",
-                 "처분", "상각", "대체", "환율변동", "기타증감", "개별취득", "사업결합", "처분ㆍ폐기ㆍ손상", "손상"}
+GENERIC_HEADS = {
+    "total",
+    "totals",
+    "other",
+    "others",
+    "net",
+    "subtotal",
+    "balance",
+    "beginningbalance",
+    "endingbalance",
+    "additions",
+    "disposals",
+    "합계",
+    "소계",
+    "계",
+    "기타",
+    "총계",
+    "기초",
+    "기말",
+    "증가",
+    "감소",
+    "취득",
+    "처분",
+    "상각",
+    "대체",
+    "환율변동",
+    "기타증감",
+    "개별취득",
+    "사업결합",
+    "처분ㆍ폐기ㆍ손상",
+    "손상",
+}
 
 
 class TripletItem(BaseModel):
@@ -77,16 +140,33 @@ def _head_type(label: str) -> str:
     return "SEGMENT" if _segment_like(label) else "FIN_METRIC"
 
 
-def _value_triplet(head: str, relation: str, amount_raw: str, value: Decimal | None, unit: str, period: Period | None,
-                   evidence: str, column: str | None = None) -> TripletItem:
+def _value_triplet(
+    head: str,
+    relation: str,
+    amount_raw: str,
+    value: Decimal | None,
+    unit: str,
+    period: Period | None,
+    evidence: str,
+    column: str | None = None,
+) -> TripletItem:
     return TripletItem(
-        head=head, head_type=_head_type(head), relation=relation,
-        tail=vup(value, unit, period), tail_type="VALUE", evidence=evidence, span=amount_raw,
-        value=float(value) if value is not None else None, unit=unit or None,
-        period=period.label if period else "NA", column=column)
+        head=head,
+        head_type=_head_type(head),
+        relation=relation,
+        tail=vup(value, unit, period),
+        tail_type="VALUE",
+        evidence=evidence,
+        span=amount_raw,
+        value=float(value) if value is not None else None,
+        unit=unit or None,
+        period=period.label if period else "NA",
+        column=column,
+    )
 
 
 # ---- tables ---------------------------------------------------------------------------
+
 
 def _table_triplets(text: str, doc: DocPeriods, lang: str, scale) -> list[TripletItem]:
     out = []
@@ -98,30 +178,64 @@ def _table_triplets(text: str, doc: DocPeriods, lang: str, scale) -> list[Triple
 
 # ---- sentences --------------------------------------------------------------------------
 
-_EN_VERB_LEVEL = re.compile(r"\b(?:was|were|is|are|totaled|totaling|totalled|amounted to|reached|represented|"
-                            r"remained at|of|to|at|equal to)\s+(?:approximately\s+|about\s+|an additional\s+)?$",
-                            re.IGNORECASE)
-_EN_VERB_CHANGE = re.compile(r"\b(increased|decreased|declined|rose|grew|fell|dropped|improved)\s+(?:by\s+)?"
-                             r"(?:approximately\s+|about\s+)?$", re.IGNORECASE)
+_EN_VERB_LEVEL = re.compile(
+    r"\b(?:was|were|is|are|totaled|totaling|totalled|amounted to|reached|represented|"
+    r"remained at|of|to|at|equal to)\s+(?:approximately\s+|about\s+|an additional\s+)?$",
+    re.IGNORECASE,
+)
+_EN_VERB_CHANGE = re.compile(
+    r"\b(increased|decreased|declined|rose|grew|fell|dropped|improved)\s+(?:by\s+)?"
+    r"(?:approximately\s+|about\s+)?$",
+    re.IGNORECASE,
+)
 _EN_CHANGE_WORD = re.compile(r"\b(increased|decreased|declined|rose|grew|fell|dropped)\b", re.IGNORECASE)
-_EN_COMPARE = re.compile(r"(?:compared (?:with|to)|from|versus|vs\.?|\((20\d\d):)\s*(?:approximately\s+)?$",
-                         re.IGNORECASE)
+_EN_COMPARE = re.compile(r"(?:compared (?:with|to)|from|versus|vs\.?|\((20\d\d):)\s*(?:approximately\s+)?$", re.IGNORECASE)
 _EN_OR = re.compile(r",?\s+or\s+(?:approximately\s+)?$")
 # Where a subject noun phrase starts: a clause boundary, a verb or a figure before it.
-_EN_CUT = re.compile(r"(?:[,;:(]|\b(?:while|as|that|which|whereas|had|has|have|with|including|included|include|"
-                     r"includes|also|reflected|reflects|reflecting|"
-                     r"because|but|provided|recorded|reported|led by|driven by|increased by|decreased by|offset by|"
-                     r"was|were|is|are|over|under|than)\b|\bfrom(?=\s+(?:our|the|a|an)\b)|\band(?=\s+(?:total|net|the|our|a|an)\b)|"
-                     r"\S*\d\S*(?:\s+(?:thousand|million|billion)\b\)?)?)\s*", re.IGNORECASE)
+_EN_CUT = re.compile(
+    r"(?:[,;:(]|\b(?:while|as|that|which|whereas|had|has|have|with|including|included|include|"
+    r"includes|also|reflected|reflects|reflecting|"
+    r"because|but|provided|recorded|reported|led by|driven by|increased by|decreased by|offset by|"
+    r"was|were|is|are|over|under|than)\b|\bfrom(?=\s+(?:our|the|a|an)\b)|\band(?=\s+(?:total|net|the|our|a|an)\b)|"
+    r"\S*\d\S*(?:\s+(?:thousand|million|billion)\b\)?)?)\s*",
+    re.IGNORECASE,
+)
 _EN_APPOSITIVE = re.compile(r",\s*(?:consisting of|including|such as|which|primarily|excluding)\b.*$", re.IGNORECASE)
-_EN_DROP_LEAD = re.compile(r"^(?:[•·▪◦*\-–—]|the|our|its|their|a|an|of|for|less|plus|and|higher|lower|total of|"
-                           r"(?:the )?company['’]s)\s+", re.IGNORECASE)
-_EN_NOT_SUBJECT = re.compile(r"^(?:in|of|at|on|to|for|from|with|by|due|as|excess|approximately)\b|"
-                             r"^(?:increase|decrease|change|growth|decline|amount|total)s?$", re.IGNORECASE)
-_EN_DROP_TAIL = re.compile(r"\s+(?:for|in|during|at|as of)\s+(?:fiscal\s+)?(?:year\s+)?(?:[A-Z][a-z]+ \d{1,2},\s*)?"
-                           r"(?:19|20)\d{2}$")
-_EN_PRONOUN = {"we", "it", "this", "they", "which", "that", "these", "those", "he", "she", "there", "compared", "or",
-               "and", "but", "less", "plus", "by", "of"}
+_EN_DROP_LEAD = re.compile(
+    r"^(?:[•·▪◦*\-–—]|the|our|its|their|a|an|of|for|less|plus|and|higher|lower|total of|"
+    r"(?:the )?company['’]s)\s+",
+    re.IGNORECASE,
+)
+_EN_NOT_SUBJECT = re.compile(
+    r"^(?:in|of|at|on|to|for|from|with|by|due|as|excess|approximately)\b|"
+    r"^(?:increase|decrease|change|growth|decline|amount|total)s?$",
+    re.IGNORECASE,
+)
+_EN_DROP_TAIL = re.compile(
+    r"\s+(?:for|in|during|at|as of)\s+(?:fiscal\s+)?(?:year\s+)?(?:[A-Z][a-z]+ \d{1,2},\s*)?"
+    r"(?:19|20)\d{2}$"
+)
+_EN_PRONOUN = {
+    "we",
+    "it",
+    "this",
+    "they",
+    "which",
+    "that",
+    "these",
+    "those",
+    "he",
+    "she",
+    "there",
+    "compared",
+    "or",
+    "and",
+    "but",
+    "less",
+    "plus",
+    "by",
+    "of",
+}
 _EN_YEAR_AFTER = r"\b(?:in|for|during|at|as of|through)\s+(?:fiscal\s+)?(?:[A-Z][a-z]+\.?\s+\d{1,2},\s*)?((?:19|20)\d{2})\b"
 _EN_PRIOR_WORDS = re.compile(r"^\s*,?\s*(?:a year earlier|in the prior year|the prior year|last year)", re.IGNORECASE)
 
@@ -134,8 +248,13 @@ def _en_period_after(right: str, doc: DocPeriods, anywhere: bool = False) -> Per
     if _EN_PRIOR_WORDS.match(right) and doc.year:
         return Period("FY", doc.year - 1)
     return None
-_EN_COUNT_NOUN = re.compile(r"^\s+((?:full-time(?: equivalent)? |full-service |active )?(?:employees|branches|offices|"
-                            r"locations|stores|customers|countries|banking centers))\b", re.IGNORECASE)
+
+
+_EN_COUNT_NOUN = re.compile(
+    r"^\s+((?:full-time(?: equivalent)? |full-service |active )?(?:employees|branches|offices|"
+    r"locations|stores|customers|countries|banking centers))\b",
+    re.IGNORECASE,
+)
 _EN_NOT_AMOUNT = re.compile(r"(?:Item|Rule|Section|Note|Exhibit|Part|No\.|Form|page|pages)\s*$", re.IGNORECASE)
 
 
@@ -144,21 +263,29 @@ def _en_subject(left: str) -> str | None:
     np_ = _EN_DROP_TAIL.sub("", _EN_APPOSITIVE.sub("", left.rstrip(" ,;")))
     cuts = list(_EN_CUT.finditer(np_))
     if cuts:
-        np_ = np_[cuts[-1].end():]
+        np_ = np_[cuts[-1].end() :]
     prev = None
     while prev != np_:
         prev, np_ = np_, _EN_DROP_LEAD.sub("", np_).strip(" ,;")
     words = np_.split()
-    if not words or len(words) > 7 or words[0].lower() in _EN_PRONOUN or not re.search(r"[a-z]{2}", np_) \
-            or _EN_NOT_SUBJECT.match(np_):
+    if (
+        not words
+        or len(words) > 7
+        or words[0].lower() in _EN_PRONOUN
+        or not re.search(r"[a-z]{2}", np_)
+        or _EN_NOT_SUBJECT.match(np_)
+    ):
         return None
     return np_[0].upper() + np_[1:]
 
 
 _EN_BARE_YEAR = re.compile(r"(?:19|20)\d{2}")
 # A year a sentence compares with: "compared with $217 million for 2023", "(2023: $31 million)".
-_EN_COMPARED_YEAR = re.compile(r"(?:compared (?:with|to)|versus|vs\.?)\s+(?:\S+\s+){0,6}?(?:fiscal\s+)?"
-                               r"((?:19|20)\d{2})\b|\(((?:19|20)\d{2}):", re.IGNORECASE)
+_EN_COMPARED_YEAR = re.compile(
+    r"(?:compared (?:with|to)|versus|vs\.?)\s+(?:\S+\s+){0,6}?(?:fiscal\s+)?"
+    r"((?:19|20)\d{2})\b|\(((?:19|20)\d{2}):",
+    re.IGNORECASE,
+)
 
 
 def _en_sentence_period(sent: str, numbers: list, doc: DocPeriods) -> Period | None:
@@ -171,7 +298,7 @@ def _en_sentence_period(sent: str, numbers: list, doc: DocPeriods) -> Period | N
     then which period a figure is for is not stated, and none is given.
     """
     first = next((n for n in numbers if not (_EN_BARE_YEAR.fullmatch(n.raw) and not n.unit)), None)
-    lead = period_in(sent[:first.start] if first else sent, doc, "en")
+    lead = period_in(sent[: first.start] if first else sent, doc, "en")
     if lead or doc.year is None:
         return lead or doc.current
     others = {int(y) for y in _EN_YEAR.findall(sent)} - {doc.year}
@@ -223,7 +350,8 @@ def _en_sentence_triplets(sent: str, doc: DocPeriods) -> list[TripletItem]:
             # "... compared with $217 million for 2023", "from $3.94 billion a year earlier", "(2023: $31 million)"
             relation, head = same_unit.relation, same_unit.head
             period = (Period("FY", int(cmp_.group(1))) if cmp_.group(1) else _en_period_after(right[:45], doc, True)) or (
-                _prior(_period_of(same_unit)) if _period_of(same_unit) else None)
+                _prior(_period_of(same_unit)) if _period_of(same_unit) else None
+            )
         elif _EN_OR.search(left) and prev and prev.relation != "Has_Value":
             relation, head, period = prev.relation, prev.head, _period_of(prev)  # "$18 million, or 3.0%,"
         elif _EN_OR.search(left) and same_unit:
@@ -233,18 +361,17 @@ def _en_sentence_triplets(sent: str, doc: DocPeriods) -> list[TripletItem]:
             ch = _EN_VERB_CHANGE.search(left)
             lv = _EN_VERB_LEVEL.search(left)
             if ch:
-                relation = "Increased_By" if ch.group(1).lower() in ("increased", "rose", "grew", "improved") \
-                    else "Decreased_By"
-                head = _en_subject(left[:ch.start()])
+                relation = "Increased_By" if ch.group(1).lower() in ("increased", "rose", "grew", "improved") else "Decreased_By"
+                head = _en_subject(left[: ch.start()])
             elif lv:
                 relation = "Has_Value"
                 word = lv.group(0).strip().split()[0].lower()
-                before = left[:lv.start()]
+                before = left[: lv.start()]
                 changes = list(_EN_CHANGE_WORD.finditer(before))
                 if word in ("to", "at") and changes and prev and prev.relation != "Has_Value":
                     head = prev.head  # "... increased $18 million, or 3.0%, to $614 million"
                 elif word in ("to", "at"):  # "Interest expense increased to $448 million"
-                    head = _en_subject(before[:changes[-1].start()]) if changes else None
+                    head = _en_subject(before[: changes[-1].start()]) if changes else None
                 else:
                     head = _en_subject(before)
         if not head or not relation:
@@ -263,8 +390,28 @@ def _period_of(t: TripletItem) -> Period | None:
 
 _KO_TOPIC = re.compile(r"([가-힣A-Za-z0-9()·\-]+)(은|는|이|가)(?=\s)")
 _KO_CLAUSE = re.compile(r",\s|(?:며|고|으나|지만|면서|는데)\s")
-_KO_NOT_HEAD = {"연결", "기준", "현재", "말", "당사", "당기", "전기", "이는", "그", "이", "해당", "이러한", "결과", "중", "및", "등",
-                "내", "외", "약", "총"}
+_KO_NOT_HEAD = {
+    "연결",
+    "기준",
+    "현재",
+    "말",
+    "당사",
+    "당기",
+    "전기",
+    "이는",
+    "그",
+    "이",
+    "해당",
+    "이러한",
+    "결과",
+    "중",
+    "및",
+    "등",
+    "내",
+    "외",
+    "약",
+    "총",
+}
 _KO_UP = re.compile(r"^\s*(?:\([^)]*\))?\s*(?:포인트\s*)?(증가|늘|상승|확대|개선|성장)")
 _KO_DOWN = re.compile(r"^\s*(?:\([^)]*\))?\s*(?:포인트\s*)?(감소|줄|하락|축소|낮아|악화)")
 _KO_PRIOR = re.compile(r"전기(?:의|\s?말)?\s*(?:\(\s*)?$|전년(?:도)?(?:의|\s?말)?\s*(?:\(\s*)?$")
@@ -279,11 +426,16 @@ def _ko_head(clause: str) -> str | None:
     head = m.group(1)
     if head in _KO_NOT_HEAD or re.fullmatch(r"제?\d+기?", head):
         return None
-    before = clause[:m.start()].split()
+    before = clause[: m.start()].split()
     if before:
         w = before[-1]
-        if (len(w) >= 2 and re.fullmatch(r"[가-힣A-Za-z()]+", w) and w not in _KO_NOT_HEAD and strip_particle(w) == w
-                and not re.search(r"기$|말$|의$|에$|로$|를$|을$", w)):
+        if (
+            len(w) >= 2
+            and re.fullmatch(r"[가-힣A-Za-z()]+", w)
+            and w not in _KO_NOT_HEAD
+            and strip_particle(w) == w
+            and not re.search(r"기$|말$|의$|에$|로$|를$|을$", w)
+        ):
             head = f"{w} {head}"
     return head
 
@@ -297,13 +449,13 @@ def _ko_sentence_triplets(sent: str, doc: DocPeriods) -> list[TripletItem]:
     for n in find_numbers(sent):
         raw_end = n.end
         unit = n.unit
-        if unit == "%" and sent[raw_end:raw_end + 3] == "포인트":
+        if unit == "%" and sent[raw_end : raw_end + 3] == "포인트":
             raw_end, unit = raw_end + 3, "%p"
         unit_name = {"원": "KRW", "%": "%", "퍼센트": "%", "%p": "%p", "bp": "bps", "bps": "bps"}.get(unit)
         if unit_name is None:
             continue
-        raw = sent[n.start:raw_end]
-        left, right = sent[:n.start], sent[raw_end:]
+        raw = sent[n.start : raw_end]
+        left, right = sent[: n.start], sent[raw_end:]
         bounds = list(_KO_CLAUSE.finditer(left))
         clause_start = bounds[-1].end() if bounds else 0
         clause = left[clause_start:]
@@ -314,12 +466,20 @@ def _ko_sentence_triplets(sent: str, doc: DocPeriods) -> list[TripletItem]:
         head = head or _ko_head(clause) or (prev.head if prev else None)
         if head is None:
             continue
-        if relation == "Has_Value" and prev and prev.head == head and left.rstrip().endswith("(") \
-                and prev.relation != "Has_Value":
+        if (
+            relation == "Has_Value"
+            and prev
+            and prev.head == head
+            and left.rstrip().endswith("(")
+            and prev.relation != "Has_Value"
+        ):
             relation = prev.relation  # "90억 원(2.2%) 증가": the rate of the same change
         if prior and relation == "Has_Value" and doc.current:
-            period = Period("FY", doc.current.year - 1) if doc.kind == "FY" or "말" in left[-4:] else \
-                Period(doc.kind, doc.current.year - 1)
+            period = (
+                Period("FY", doc.current.year - 1)
+                if doc.kind == "FY" or "말" in left[-4:]
+                else Period(doc.kind, doc.current.year - 1)
+            )
         else:  # a change happens in the period the clause names, not in the one it is compared with
             period = period_in(_KO_COMPARISON.sub("", clause), doc, "ko") or doc.current
         out.append(_value_triplet(head, relation, raw, n.value, unit_name, period, sent))
@@ -327,8 +487,10 @@ def _ko_sentence_triplets(sent: str, doc: DocPeriods) -> list[TripletItem]:
     return out
 
 
-_EN_REGULATOR = re.compile(r"subject to (?:supervision|regulation|examination)(?: and (?:regulation|supervision|"
-                           r"examination))? by (?:the )?([A-Z][A-Za-z .&’'-]+?)(?:\s*\(|,| and |\.)")
+_EN_REGULATOR = re.compile(
+    r"subject to (?:supervision|regulation|examination)(?: and (?:regulation|supervision|"
+    r"examination))? by (?:the )?([A-Z][A-Za-z .&’'-]+?)(?:\s*\(|,| and |\.)"
+)
 _EN_MEMBER = re.compile(r"\ba member of (?:the )?([A-Z][A-Za-z .&’'-]+?)(?: whose|,|\.| and )")
 
 
@@ -336,8 +498,11 @@ def _relation_triplets(sent: str, company: str) -> list[TripletItem]:
     out = []
     for rx, relation, tail_type in ((_EN_REGULATOR, "Subject_To", "ORG_REG"), (_EN_MEMBER, "Member_Of", "ORG_REG")):
         for m in rx.finditer(sent):
-            out.append(TripletItem(head=company, head_type="ORG", relation=relation, tail=m.group(1).strip(),
-                                   tail_type=tail_type, evidence=sent))
+            out.append(
+                TripletItem(
+                    head=company, head_type="ORG", relation=relation, tail=m.group(1).strip(), tail_type=tail_type, evidence=sent
+                )
+            )
     return out
 
 
@@ -357,9 +522,17 @@ def sentence_spans(text: str, lang: str) -> list[tuple[int, str]]:
 
 
 @operation("extract_triplets", TripletsOut)
-def extract_triplets(passage: str, company: str, lang: str, fiscal_year: int | None, report_kind: str,
-                     current_term: int | None, scale_note: str | None, entity_types: list[str],
-                     relation_types: list[str]) -> TripletsOut:
+def extract_triplets(
+    passage: str,
+    company: str,
+    lang: str,
+    fiscal_year: int | None,
+    report_kind: str,
+    current_term: int | None,
+    scale_note: str | None,
+    entity_types: list[str],
+    relation_types: list[str],
+) -> TripletsOut:
     """Rules backend: every table cell (row label, column period) and every sentence that states
     an amount with its subject becomes a value triplet; regulator/membership sentences relation triplets."""
     doc = DocPeriods(fiscal_year, report_kind, current_term)
@@ -373,8 +546,9 @@ def extract_triplets(passage: str, company: str, lang: str, fiscal_year: int | N
 
 
 @operation("reflect_triplets", ReflectOut)
-def reflect_triplets(passage: str, triplets: list[dict], lang: str, entity_types: list[str],
-                     relation_types: list[str]) -> ReflectOut:
+def reflect_triplets(
+    passage: str, triplets: list[dict], lang: str, entity_types: list[str], relation_types: list[str]
+) -> ReflectOut:
     """Rules backend of the critique pass: every triplet must be stated by the passage (evidence
     verbatim, head and figure in it), typed by the schema, and unambiguous; tails are re-normalized."""
     issues: list[str] = []
@@ -383,15 +557,22 @@ def reflect_triplets(passage: str, triplets: list[dict], lang: str, entity_types
         why = None
         if t.evidence not in passage:
             why = "evidence not in passage"
-        elif not contains_normalized(t.evidence, t.head) and not (t.column and contains_normalized(t.evidence, t.column)) \
-                and not contains_normalized(passage, t.head):
+        elif (
+            not contains_normalized(t.evidence, t.head)
+            and not (t.column and contains_normalized(t.evidence, t.column))
+            and not contains_normalized(passage, t.head)
+        ):
             why = "head not stated"
         elif t.relation not in relation_types:
             why = f"relation {t.relation} not in schema"
         elif t.head_type not in entity_types or t.tail_type not in entity_types:
             why = "entity type not in schema"
-        elif re.sub(r"\s", "", t.head).lower() in GENERIC_HEADS or _GENERIC_EN.match(t.head) \
-                or _GENERIC_KO.match(re.sub(r"\s", "", t.head)) or len(t.head.strip()) < 2:
+        elif (
+            re.sub(r"\s", "", t.head).lower() in GENERIC_HEADS
+            or _GENERIC_EN.match(t.head)
+            or _GENERIC_KO.match(re.sub(r"\s", "", t.head))
+            or len(t.head.strip()) < 2
+        ):
             why = "generic head"
         elif t.tail_type == "VALUE" and (not t.span or t.span not in t.evidence):
             why = "figure not in evidence"
@@ -469,8 +650,9 @@ def ground_in_facts(triplets: list[TripletItem], facts: FactIndex, scale_known: 
             inferred[(t.evidence.startswith("|"), scale, update["unit"])] += 1
         if update:
             t = t.model_copy(update=update)
-            r["t"] = t.model_copy(update={"tail": vup(Decimal(repr(t.value)) if t.value is not None else None,
-                                                      t.unit or "", _period_of(t))})
+            r["t"] = t.model_copy(
+                update={"tail": vup(Decimal(repr(t.value)) if t.value is not None else None, t.unit or "", _period_of(t))}
+            )
     # Table cells left without a scale take the one their fact-matched neighbours agree on.
     table_votes = [(k, v) for k, v in inferred.items() if k[0]]
     if table_votes and not scale_known:
@@ -479,16 +661,17 @@ def ground_in_facts(triplets: list[TripletItem], facts: FactIndex, scale_known: 
             t = r["t"]
             if t.value is None and t.evidence.startswith("|") and t.span and (a := parse_cell(t.span)):
                 value = a.number * scale
-                r["t"] = t.model_copy(update={"value": float(value), "unit": unit,
-                                              "tail": vup(value, unit, _period_of(t))})
+                r["t"] = t.model_copy(update={"value": float(value), "unit": unit, "tail": vup(value, unit, _period_of(t))})
     contradicted = 0
     kept = []
     for r in rows:
         t = r["t"]
-        if r["fact_id"] is None and t.value is not None and facts.contradicts(
-                t.head, _period_of(t), Decimal(repr(t.value)), t.unit or ""):
+        if (
+            r["fact_id"] is None
+            and t.value is not None
+            and facts.contradicts(t.head, _period_of(t), Decimal(repr(t.value)), t.unit or "")
+        ):
             contradicted += 1
             continue
         kept.append(r)
     return kept, contradicted
-

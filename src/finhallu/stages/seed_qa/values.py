@@ -51,8 +51,16 @@ def parse_cell(cell: str) -> Amount | None:
         return None
     negative = bool(m.group("neg1") or m.group("neg2")) or (text.startswith("(") and text.endswith(")"))
     unit = (m.group("unit") or "").lower()
-    unit = {"bp": "bps", "개": "count", "개사": "count", "명": "count", "건": "count", "주": "shares", "원": "KRW",
-            "배": "x"}.get(unit, unit)
+    unit = {
+        "bp": "bps",
+        "개": "count",
+        "개사": "count",
+        "명": "count",
+        "건": "count",
+        "주": "shares",
+        "원": "KRW",
+        "배": "x",
+    }.get(unit, unit)
     if m.group("cur"):
         unit = "KRW" if m.group("cur") == "₩" else "USD"
     return Amount(text, -number if negative else number, unit)
@@ -82,6 +90,7 @@ def base_value(amount: Amount, scale: Scale | None, per_unit_row: bool) -> tuple
 
 # ---- periods --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Period:
     kind: str  # FY | H1 | Q1 | Q2 | Q3
@@ -95,7 +104,8 @@ class Period:
         if lang == "ko":
             return {"FY": f"{self.year}년", "H1": f"{self.year}년 상반기"}.get(self.kind, f"{self.year}년 {self.kind[1]}분기")
         return {"FY": f"fiscal {self.year}", "H1": f"the first half of {self.year}"}.get(
-            self.kind, f"the {self.kind[1]}Q of {self.year}")
+            self.kind, f"the {self.kind[1]}Q of {self.year}"
+        )
 
 
 @dataclass(frozen=True)
@@ -152,8 +162,7 @@ def period_in(text: str, doc: DocPeriods, lang: str) -> Period | None:
             p = doc.term_period(int(m.group(1)))
             part = _KO_PART.match(t, m.end())
             if p and part:  # "제53기 반기": the same part of an earlier term, not its whole year
-                p = Period({"반기": "H1", "1분기": "Q1", "3분기": "Q3"}.get(re.sub(r"\s|말", "", part.group(1)), "FY"),
-                           p.year)
+                p = Period({"반기": "H1", "1분기": "Q1", "3분기": "Q3"}.get(re.sub(r"\s|말", "", part.group(1)), "FY"), p.year)
             if p:
                 found.add(p)
         for m in _KO_RANGE.finditer(t):
