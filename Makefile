@@ -29,6 +29,8 @@ demo: $(STAMP)
 
 test: $(TEST_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 ui: $(STAMP)

@@ -350,10 +350,12 @@ def test_keep_drop_judge_drops_when_in_doubt(question, answer, line, why):
     assert keep.decision == "Keep"
 
 
-def test_unknown_generator_role_is_refused():
-    cfg = SeedQAConfig(multi_llm_qa={"question_generators": [{"role": "nobody", "style": "formal"}]})
-    with pytest.raises(ValueError, match="nobody"):
-        _run(cfg)
+def test_a_generator_role_the_config_names_is_declared_and_called():
+    """The stage's declaration takes the generator roles from its config (`configured_roles`), so a
+    role named there is one the stage's router lets it call (and one its cache key covers)."""
+    cfg = SeedQAConfig(multi_llm_qa={"question_generators": [{"role": "analyst_llm", "style": "formal"}]})
+    seeds = _run(cfg)["qa_seeds"].filter(pl.col("method") == "multi_llm_qa")
+    assert seeds.height and seeds["generator"].str.contains("analyst_llm").any()
 
 
 def test_router_backends_name_the_generators():

@@ -98,7 +98,7 @@ def accepted(v: TurnView, new: str, label: str) -> bool:
         clue=v.turn["clue_text"],
         lang=v.lang,
     )
-    return not RULES[label].check(case)
+    return not RULES.get(label).check(case)
 
 
 def test_claims_are_prose_sentences_with_figures_in_the_answers_register():

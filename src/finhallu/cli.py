@@ -12,6 +12,11 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+    from pydantic_core import ErrorDetails
 
 
 def _home(args) -> Path:
@@ -30,7 +35,7 @@ def prepare_prefect_env(home: Path, verbose: bool = False) -> None:
 
 
 class RichReporter:
-    def __init__(self, progress):
+    def __init__(self, progress) -> None:
         self.progress = progress
         self.tasks: dict[str, int] = {}
 
@@ -74,12 +79,19 @@ def prefect_api(home: Path):
             api.release()
 
 
-def _validation_line(err: dict) -> str:
+def _validation_line(err: ErrorDetails) -> str:
     where = ".".join(str(p) for p in err["loc"]) or "profile"
     if err["type"] == "extra_forbidden":
         return f"{where}: unknown setting"
     got = "" if isinstance(err["input"], (dict, list)) else f" (got {err['input']!r})"
     return f"{where}: {err['msg']}{got}"
+
+
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    """The value of a one-row query (an aggregate without GROUP BY)."""
+    row = con.execute(sql).fetchone()
+    assert row is not None, "an aggregate query returns one row"
+    return row[0]
 
 
 def checked_config(profile: str, sets: list[str] | None = None, detectors: list[str] | None = None, extra: dict | None = None):
@@ -235,7 +247,7 @@ def _build(args, cfg, ready) -> int:
     from finhallu.warehouse.lock import HomeBusy
 
     home = _home(args)
-    refresh = contextlib.nullcontext()
+    refresh: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if cfg.llm.retry_failed:
         # Calls recorded as failed are sent again; for that their stages must run again (not come
         # from Prefect's cache): every stage reruns, every other call is an LLM-cache hit.
@@ -321,7 +333,7 @@ def _print_summary(console, home: Path, outcome) -> None:
         types = con.execute(
             "SELECT hallu_type, count(*) FROM samples WHERE hallu_type IS NOT NULL GROUP BY 1 ORDER BY 1"
         ).fetchall()
-        quarantined = con.execute("SELECT count(*) FROM quarantine").fetchone()[0]
+        quarantined = _scalar(con, "SELECT count(*) FROM quarantine")
         f1 = con.execute(
             "SELECT detector, round(value, 3), round(ci_low, 3), round(ci_high, 3) FROM metrics "
             "WHERE setting='binary' AND slice='all' AND metric='f1' ORDER BY 1"
@@ -601,7 +613,7 @@ def cmd_llm_calls(args) -> int:
     catalog.refresh_views()
     con = duckdb.connect(str(catalog.db_path), read_only=True)
     try:
-        build = args.build or con.execute("SELECT max(build_id) FROM llm_calls").fetchone()[0]
+        build = args.build or _scalar(con, "SELECT max(build_id) FROM llm_calls")
         rows = con.execute(
             "SELECT stage, role, provider, model, count(*) AS calls, sum(CASE WHEN cache_hit THEN 1 ELSE 0 END) AS cache_hits, "
             "count(error) AS failures, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, "
@@ -620,7 +632,7 @@ class RegistryChoices:
     """argparse choices read from a registry (or the stage list) only when an argument is checked
     or help is shown, so a command that needs neither never imports the plug-ins."""
 
-    def __init__(self, names):
+    def __init__(self, names) -> None:
         self._names = names
         self._cached: list[str] | None = None
 

@@ -22,8 +22,12 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from finhallu.config import BuildConfig
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 @dataclass
@@ -159,7 +163,8 @@ def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = No
     from finhallu.schemas.contracts import CONTRACTS
     from finhallu.stages.pipeline import STAGES
 
-    frames, stages = {}, []
+    frames: dict[str, pl.DataFrame] = {}  # every table made so far, by name
+    stages: list[StageEstimate] = []
     prompts: dict[str, str] = {}  # every prompt estimated so far and its answer: the build's call cache
     remote = _remote_roles(cfg)
     # Past the last stage that calls a remote role there is nothing to count.

@@ -71,6 +71,7 @@ def rationale(s: dict, counterpart: str | None) -> str:
     gold = next((i + 1 for i, p in enumerate(s["passages"]) if p["role"] == "gold"), 1)
     if s["hallu_type"]:
         leaf = find_leaf(s["hallu_type"], s["hallu_subtype"])
+        assert leaf is not None, "a sample's type and subtype come from a registered injector"
         claim = leaf.rationale.get(lang, leaf.rationale["en"])
     else:
         claim = _FAITHFUL_CLAIMS[lang][s["label_4class"]]

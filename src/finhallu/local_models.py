@@ -103,10 +103,10 @@ def resolve_model_dir(
         return p.resolve(), "fp-" + folder_fingerprint(p)
     if spec.startswith(("/", ".", "~")) or spec.count("/") != 1:
         raise ModelNotAvailableError(f"{what} {spec!r}: no such local folder, and it is not a hub id (org/name)")
-    folder = _from_hf_cache(spec, filename)
-    if folder is None:
+    snapshot = _from_hf_cache(spec, filename)
+    if snapshot is None:
         raise ModelNotAvailableError(missing_message(what, spec, filename, env_var))
-    return folder, folder.name[:12] if len(folder.name) >= 12 else "fp-" + folder_fingerprint(folder)
+    return snapshot, snapshot.name[:12] if len(snapshot.name) >= 12 else "fp-" + folder_fingerprint(snapshot)
 
 
 def read_json(path: Path) -> dict:

@@ -10,11 +10,14 @@ model's config (id2label: entailment / neutral / contradiction).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from finhallu.local_models import ModelNotAvailableError, resolve_model_dir
+
+if TYPE_CHECKING:
+    from sentence_transformers import CrossEncoder
 
 DEFAULT_MODEL = "cross-encoder/nli-deberta-v3-xsmall"
 ENV = "FINHALLU_NLI_PATH"
@@ -44,7 +47,7 @@ def missing_model(spec: str | None) -> str | None:
 
 
 @lru_cache(maxsize=2)
-def _load(spec: str, device: str) -> tuple[object, list[int], str]:
+def _load(spec: str, device: str) -> tuple[CrossEncoder, list[int], str]:
     folder, revision = resolve_model_dir(spec, "config.json", env_var=ENV, what="NLI cross-encoder")
     from sentence_transformers import CrossEncoder
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar, overload
 from urllib.parse import urlsplit
 
 import httpx
@@ -248,6 +248,28 @@ class HttpClient(Closing):
         return f"{msg}. {hint}" if hint else msg
 
     # -- the retry loop
+
+    @overload
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        handle: None = None,
+    ) -> httpx.Response: ...
+
+    @overload
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        handle: Callable[[httpx.Response], T],
+    ) -> T: ...
 
     def request(
         self,

@@ -327,8 +327,8 @@ class OpenDartClient(HttpBacked):
                     name = PurePosixPath(info.filename.replace("\\", "/")).name  # no paths from the archive
                     if not name or name.startswith("."):
                         continue
-                    fd, part = tempfile.mkstemp(dir=dest_dir, prefix=f".{name}.", suffix=".part")
-                    staged.append((Path(part), dest_dir / name))
+                    fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix=f".{name}.", suffix=".part")
+                    staged.append((Path(tmp), dest_dir / name))
                     with os.fdopen(fd, "wb") as out, zf.open(info) as src:
                         shutil.copyfileobj(src, out, 1 << 20)
                         out.flush()

@@ -13,6 +13,8 @@ training rows get no detection, so the scores are out-of-sample.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from finhallu.detectors import Detection, register_detector
@@ -76,7 +78,7 @@ def fit_one_feature(samples: list[dict], values: list[float], params: dict, what
     return out
 
 
-_FIT = dict(train_split="train", tune_split="valid")
+_FIT: dict[str, Any] = dict(train_split="train", tune_split="valid")
 
 
 @register_detector("baseline_length", batch=True, version="1", **_FIT)

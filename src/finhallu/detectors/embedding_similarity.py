@@ -10,7 +10,9 @@ All three aggregates are written into the rationale. Refusals are judged by ques
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +20,7 @@ from finhallu.detectors import Detection, looks_like_refusal, register_detector
 from finhallu.detectors.grounding import Findings, evidence_texts, passage_texts, query_coverage, question_of, refusal_detection
 from finhallu.text.sentences import split_sentences
 
-AGGREGATES = {"min": np.min, "median": np.median, "max": np.max}
+AGGREGATES: dict[str, Callable[[np.ndarray], Any]] = {"min": np.min, "median": np.median, "max": np.max}
 
 
 @lru_cache(maxsize=4)

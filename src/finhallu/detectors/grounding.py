@@ -165,7 +165,9 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
     stated = {raw for raw, q in mine.items() if any(states_value(t, q) for t in evidence)}
     # the evidence figures the answer states itself: the operands an analyst's computation shows
     operands = [e for e in ev_quantities if any(e.same_as(q) for raw, q in mine.items() if raw in stated)]
-    missing, contradicted, derived = [], [], []
+    missing: list[str] = []
+    contradicted: list[tuple[str, str]] = []
+    derived: list[str] = []
     figures: list | None = None  # (evidence figure, words of its line or sentence), read once when needed
     for n in anchored_numbers(response):
         if n.key in ev_keys or n.raw in stated or n.raw in [m for m, _ in contradicted] + missing:
@@ -183,7 +185,10 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
             continue
         if q is not None and figures is None:
             figures = [(e, words(_clause(t, e.start, e.end))) for t in evidence for e in quantities(t)]
-        how = derivation(q, operands + _about(words(_clause(response, q.start, q.end)), figures)) if q else None
+        how = None
+        if q:
+            assert figures is not None  # read just above for any q
+            how = derivation(q, operands + _about(words(_clause(response, q.start, q.end)), figures))
         if how:
             derived.append(f"{n.raw}: {how}")
         else:
@@ -355,7 +360,7 @@ _OPPOSITES = [
     ("required", "optional"),
     ("rose", "fell"),
 ]
-OPPOSITE = {}
+OPPOSITE: dict[str, set[str]] = {}
 for _a, _b in _OPPOSITES:
     OPPOSITE.setdefault(_a, set()).add(_b)
     OPPOSITE.setdefault(_b, set()).add(_a)
@@ -436,18 +441,18 @@ def findings(sample: dict, use_history: bool = True, max_passages: int | None = 
 
 @lru_cache(maxsize=4096)
 def _findings(response: str, passages: tuple[str, ...], evidence: tuple[str, ...], question: str) -> Findings:
-    passages, evidence = list(passages), list(evidence)
+    passage_list, evidence_list = list(passages), list(evidence)
     # Answerability: does H ∪ P hold the evidence (the question itself does not count)?
-    sources = passages + [t for t in evidence[len(passages) :] if t != question]
+    sources = passage_list + [t for t in evidence_list[len(passage_list) :] if t != question]
     f = Findings(refusal=looks_like_refusal(response), coverage=query_coverage(question, sources))
     if f.refusal:
         return f
-    f.support = sentence_support(response, evidence)
-    f.missing_numbers, f.contradicted, f.derived_numbers = number_findings(response, evidence)
+    f.support = sentence_support(response, evidence_list)
+    f.missing_numbers, f.contradicted, f.derived_numbers = number_findings(response, evidence_list)
     f.n_numbers = len(number_keys(response))
-    f.missing_entities = absent(named_entities(response), evidence)
-    f.missing_periods = absent(periods(response), evidence)
-    f.flips = modifier_flips(response, evidence)
+    f.missing_entities = absent(named_entities(response), evidence_list)
+    f.missing_periods = absent(periods(response), evidence_list)
+    f.flips = modifier_flips(response, evidence_list)
     f.relevance = answer_relevance(question, response)
     f.answer_coverage = answer_coverage(question, response, sources)
     return f

@@ -19,6 +19,7 @@ with the binary decision. Deterministic (lbfgs logistic regression; seeded gradi
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -186,7 +187,7 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     seed, C = params["seed"], params["C"]
     tune = split == params["tune_split"]
     kinds = ("logreg", "gbdt") if params["model"] == "auto" else (params["model"],)
-    fitted = []
+    fitted: list[tuple[float, int, str, Any, np.ndarray]] = []  # (AUC on tune, -order, kind, model, p)
     for k in kinds:
         model, _ = _fit(k, seed, C, Xt, yt_bin)
         p = model.predict_proba(X)[:, list(model.classes_).index(True)]

@@ -83,7 +83,7 @@ _TEXT = {
 }
 
 
-def judge_rules(passages: list[str], history: list[dict], query: str, response: str, lang: str) -> tuple[str, float, str]:
+def judge_rules(passages: list[str], history: list[dict], query: str, response: str, lang: str) -> tuple[str, float, list[str]]:
     """(hallu_type or 'none', hallucination score, three-step rationale) from the grounding checks."""
     t = _TEXT["ko" if lang == "ko" else "en"]
     sample = {

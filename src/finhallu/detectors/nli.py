@@ -23,7 +23,8 @@ from finhallu.text.sentences import split_sentences
 
 def score_samples(samples: list[dict], scorer: Scorer, params: dict) -> list[Detection]:
     """Detections from any NLI scorer (the cross-encoder, or one a test injects)."""
-    jobs, spans = [], []
+    jobs: list[tuple[str, str]] = []
+    spans: list[tuple[int, int, int]] = []
     for s in samples:
         premises = [t[: params["max_premise_chars"]] for t in evidence_texts(s, params["use_history"], use_query=False)]
         sents = [] if looks_like_refusal(s.get("response") or "") else split_sentences(s.get("response") or "")

@@ -91,10 +91,10 @@ def _ko_and(m: re.Match) -> str:
 
 def _won_words(v: Decimal) -> str | None:
     """165000000 -> "1억 6,500만 원" (whole 만 only)."""
-    v = int(v)
-    if v < 10**4 or v % 10**4:
+    n = int(v)
+    if n < 10**4 or n % 10**4:
         return None
-    eok, man = divmod(v // 10**4, 10**4)
+    eok, man = divmod(n // 10**4, 10**4)
     parts = ([f"{eok:,}억"] if eok else []) + ([f"{man:,}만"] if man else [])
     return " ".join(parts) + " 원"
 

@@ -67,7 +67,7 @@ class EmbedConfig(Section):
 PACKAGE = "finhallu.embedders"
 EMBEDDERS: Registry[type["Embedder"]] = Registry("embedder backend", PACKAGE)
 
-E = TypeVar("E", bound=type)
+E = TypeVar("E", bound="type[Embedder]")
 
 
 def register_embedder(name: str) -> Callable[[E], E]:

@@ -90,10 +90,9 @@ class HashingEmbedder(Embedder):
     @classmethod
     def from_model_id(cls, model_id: str) -> "HashingEmbedder":
         m = _ID.match(model_id)
-        version = int(m.group(4)) if m else None
-        if not m or _FEATURES.get(version) != m.group(2):
+        if not m or _FEATURES.get(int(m.group(4))) != m.group(2):
             raise ValueError(
                 f"not a hashing model id this build knows: {model_id!r} (known versions: "
                 f"{', '.join(f'-{f}-...-v{v}' for v, f in _FEATURES.items())})"
             )
-        return cls(int(m.group(3)), [int(c) for c in m.group(1)], version)
+        return cls(int(m.group(3)), [int(c) for c in m.group(1)], int(m.group(4)))

@@ -55,7 +55,9 @@ def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
     # Results (the cache) live in the home, whichever flow runs the stage: a deployment's subflow
     # would otherwise inherit its parent's storage under PREFECT_HOME and miss the CLI's cache.
     task = stage_task.with_options(
-        task_run_name=stage.name, refresh_cache=refresh or None, result_storage=stage_results_dir(home)
+        task_run_name=stage.name,
+        refresh_cache=refresh or None,  # type: ignore[arg-type]  # None = the setting; Task() takes it, the hint omits it
+        result_storage=stage_results_dir(home),
     )
     return task(stage.name, inputs, cfg, home, build_id, return_state=True)
 
@@ -65,7 +67,8 @@ def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = N
     catalog = Catalog(Path(home))
     store = catalog.store
     refs: dict[str, TableRef] = {}
-    ran, cached = [], []
+    ran: list[str] = []  # stage names
+    cached: list[str] = []
     stages = STAGES if until is None else STAGES[: [s.name for s in STAGES].index(until) + 1]
     for stage in stages:
         reporter().stage_started(stage.name)

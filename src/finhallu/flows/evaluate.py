@@ -38,6 +38,7 @@ def _ref_of(catalog: Catalog, name: str, version: int | None) -> TableRef:
 def _stats_for(catalog: Catalog, samples: TableRef) -> TableRef:
     """The dataset_stats version published beside this samples version (same stage inputs)."""
     srec = catalog.store.record("samples", samples.version)
+    assert srec is not None, "the samples version was published"
     same = [r for r in catalog.store.records("dataset_stats") if r["parents"] == srec["parents"]]
     return catalog.store.ref_of_record(same[-1]) if same else _ref_of(catalog, "dataset_stats", None)
 

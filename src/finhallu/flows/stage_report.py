@@ -18,7 +18,9 @@ def _qc_drops(df: pl.DataFrame) -> list[tuple[str, int]]:
         parts = [p.strip() for p in reason.split(":")]
         if parts[0] in ("hallucinated", "counterpart", "label not verified") and len(parts) > 1:
             return f"{parts[0]}: {parts[1]}"  # the label verifier: which side, which rule
-        return re.match(r"[^\d<(]*", parts[0]).group(0).strip() or parts[0]  # "naturalness 1 < 2" -> "naturalness"
+        head = re.match(r"[^\d<(]*", parts[0])
+        assert head is not None  # `*` matches at least the empty string
+        return head.group(0).strip() or parts[0]  # "naturalness 1 < 2" -> "naturalness"
 
     reasons = df.filter(~pl.col("passed"))["reasons"].to_list()
     counts = Counter(why(r) for rs in reasons for r in (rs or []))

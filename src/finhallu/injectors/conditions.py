@@ -70,10 +70,11 @@ def list_items(clue: str) -> list[list[Item]]:
     for unit in {_unit(s) for s in nums}:
         same = [s for s in nums if _unit(s) == unit and not (unit == "년" or (not unit and 1900 <= s.value <= 2100))]
         run: list[Item] = []
-        for prev, cur in zip([None] + same[:-1], same):
+        prevs: list[NumberSpan | None] = [None, *same[:-1]]
+        for prev, cur in zip(prevs, same):
             m = _LINK.match(clue[phrase_end(clue, prev) : cur.start]) if prev is not None else None
             cond = m.group("cond").strip() if m else ""
-            if m and len(cond.split()) <= _MAX_COND_WORDS and not any(n.unit for n in find_numbers(cond)):
+            if m and prev is not None and len(cond.split()) <= _MAX_COND_WORDS and not any(n.unit for n in find_numbers(cond)):
                 if not run:
                     first = _first_cond(clue, prev.start, len(cond.split()))
                     run = [_item(clue, prev, first)]

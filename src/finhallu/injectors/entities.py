@@ -185,7 +185,9 @@ def _mentions_ko(text: str) -> list[tuple[str, int, int]]:
         # a compound must stand alone: not glued to a longer word on the left, a particle (or nothing) on the right
         if start and re.match(r"[가-힣]", text[start - 1]):
             continue
-        tail = re.match(r"[가-힣]*", text[end:]).group(0)
+        m = re.match(r"[가-힣]*", text[end:])
+        assert m is not None  # a starred pattern matches every string
+        tail = m.group(0)
         if tail and not is_particle(tail):
             continue
         out.append((phrase, start, end))
@@ -204,6 +206,13 @@ def _mentions_en(text: str) -> list[tuple[str, int, int]]:
             if len(words) >= 2:
                 out.append((" ".join(words), start, m.end()))
     return sorted(set(out), key=lambda x: x[1])
+
+
+def _known_type(name: str, lang: str) -> str:
+    """The type of a name already kept for having one (mentions() and the typed TERMS)."""
+    etype = entity_type(name, lang)
+    assert etype is not None, name
+    return etype
 
 
 def mentions(text: str, lang: str) -> list[tuple[str, int, int]]:
@@ -231,12 +240,12 @@ class EntityInventory:
         found |= {a for a, _ in TERMS[lang] if entity_type(a, lang)}
         names = sorted(found)
         if embedder is None:
-            from finhallu.embedders import embedder_class
+            from finhallu.embedders.hashing import HashingEmbedder  # what embedder_class("hashing") returns
 
-            embedder = embedder_class("hashing")(dim=1024, ngrams=[2, 3], version=2)
+            embedder = HashingEmbedder(dim=1024, ngrams=[2, 3], version=2)
         vectors = embedder.encode(names) if names else np.zeros((0, 1), np.float32)
         return cls(
-            lang, names, [entity_type(n, lang) for n in names], vectors, {n: i for i, n in enumerate(names)}, embedder.encode
+            lang, names, [_known_type(n, lang) for n in names], vectors, {n: i for i, n in enumerate(names)}, embedder.encode
         )
 
     def in_response(self, text: str) -> list[tuple[str, int, int]]:

@@ -87,7 +87,10 @@ def _clean(sentence: str, lang: str) -> str | None:
     if lang == "ko":
         if not re.search(r"[가-힣]", s):
             return None
-        s = _polite_ko(s)
+        polite = _polite_ko(s)
+        if polite is None:
+            return None
+        s = polite
     else:
         s = s[0].upper() + s[1:] if s[0].islower() else s
         if not s.endswith(".") or re.search(r"[가-힣]", s):
@@ -279,11 +282,13 @@ def perturb_figures(sentence: str, forbidden: set[str], rng: random.Random, trie
         groups.setdefault(keys[-1], []).append(token)
     for _ in range(tries if spans else 0):
         moves = {key: draw_move(tokens, key[0], rng) for key, tokens in groups.items()}
+        cur = sentence
         out: str | None = sentence
         for span, key in reversed(list(zip(spans, keys))):
-            out = change_number(out, span, forbidden, rng, tries=1, move=moves[key])
+            out = change_number(cur, span, forbidden, rng, tries=1, move=moves[key])
             if out is None:
                 break
+            cur = out
         if out is not None and out != sentence:
             return out
     return None

@@ -18,9 +18,13 @@ from finhallu.text.words import particle
 MIN_HARD_NEGATIVES = 3
 
 
+def _prefers(view: TurnView, subtype: str | None = None) -> float:
+    return float(len(view.hard_negatives)) + (5 if not view.turn["answerable"] else 0)
+
+
 register_type(
     "false_acceptance",
-    lambda v, subtype=None: float(len(v.hard_negatives)) + (5 if not v.turn["answerable"] else 0),
+    _prefers,
     applies=lambda view: view.turn["kind"] != "reconfirm",
 )
 

@@ -9,9 +9,11 @@ from finhallu.injectors.verify import Proposal
 from finhallu.dialogue.assistant import is_refusal, refuse_turn
 
 
-register_type(
-    "false_refusal", lambda v, subtype=None: 1.0, applies=lambda view: view.turn["answerable"] and view.gold_text is not None
-)
+def _prefers(view: TurnView, subtype: str | None = None) -> float:
+    return 1.0
+
+
+register_type("false_refusal", _prefers, applies=lambda view: view.turn["answerable"] and view.gold_text is not None)
 
 
 def _accept(p: Proposal) -> tuple[bool, str]:

@@ -62,9 +62,13 @@ def _insert(view: TurnView, subtype: str, sentence: str | None, rng: random.Rand
     return Injected(subtype, new, edit)
 
 
+def _prefers(view: TurnView, subtype: str | None = None) -> float:
+    return 1.0 + len(split_sentences(view.turn["response"]))
+
+
 register_type(
     "unverifiable",
-    lambda v, subtype=None: 1.0 + len(split_sentences(v.turn["response"])),
+    _prefers,
     applies=lambda view: view.turn["answerable"],
 )
 

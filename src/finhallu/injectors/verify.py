@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -65,7 +66,7 @@ def word_diff(a: str, b: str, context: int = 0) -> list[tuple[str, str]]:
     return out
 
 
-def pair_in(diff: list[tuple[str, str]], lexicon: set[tuple[str, str]], wide: list[tuple[str, str]] = ()) -> bool:
+def pair_in(diff: list[tuple[str, str]], lexicon: set[tuple[str, str]], wide: Sequence[tuple[str, str]] = ()) -> bool:
     for old, new in diff:
         for a, b in lexicon:
             if a.lower() in old.lower() and b.lower() in new.lower():

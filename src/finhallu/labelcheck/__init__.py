@@ -42,11 +42,11 @@ def verify_sample(
     lang: str,
 ) -> SampleVerdict:
     """Rules backend: the label's acceptance rule, and (for hallucinations) no surface defect."""
-    rule = RULES.get(label)
-    if rule is None:
+    acc = RULES.get(label) if label in RULES else None
+    if acc is None:
         return SampleVerdict(ok=False, reasons=[f"no acceptance rule for {label!r}"])
     case = Case(response or "", paired or "", list(evidence), history or "", question or "", answer, clue, lang)
-    reasons = [f"{label}: {r}" for r in rule.check(case)]
+    reasons = [f"{label}: {r}" for r in acc.check(case)]
     if label not in FAITHFUL_LABELS:
         reasons += [f"fluency: {i}" for i in fluency_issues(case.response, lang)]
     return SampleVerdict(ok=not reasons, reasons=reasons)
@@ -64,7 +64,7 @@ def verify_inputs(
     lang: str,
 ) -> dict:
     """The operation's inputs for one sample; `rule` is the leaf's written rule (what an LLM verifier is told)."""
-    rule = RULES[label].rule if label in RULES else ""
+    rule = RULES.get(label).rule if label in RULES else ""
     return dict(
         label=label,
         rule=rule,

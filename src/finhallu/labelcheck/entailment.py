@@ -30,7 +30,8 @@ def _hypotheses(check: dict) -> tuple[list[str], bool]:
 
 def nli_reasons(checks: list[dict], scorer: Scorer, threshold: float) -> list[list[str]]:
     """Per check (the verify_sample inputs of labelcheck/): the reasons the NLI model rejects it."""
-    jobs, spans = [], []
+    jobs: list[tuple[str, str]] = []
+    spans: list[tuple[int, list[str], bool, int]] = []
     for c in checks:
         hyps, must = _hypotheses(c)
         premises = [p[:MAX_PREMISE_CHARS] for p in list(c["evidence"]) + [c["history"] or ""] if p and p.strip()]
@@ -41,6 +42,7 @@ def nli_reasons(checks: list[dict], scorer: Scorer, threshold: float) -> list[li
     for c, (start, hyps, must, n_prem) in zip(checks, spans):
         reasons = []
         if hyps and n_prem:
+            assert probs is not None  # this check's hypotheses and premises put jobs in
             entail = probs[start : start + len(hyps) * n_prem, 0].reshape(len(hyps), n_prem).max(axis=1)
             for h, e in zip(hyps, entail):
                 if must and e < threshold:

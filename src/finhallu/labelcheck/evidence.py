@@ -86,7 +86,9 @@ def may_state_answer(text: str, answer: str | None, clue: str | None) -> bool:
     figures = money_or_ratio(answer or "")
     if figures and any(states_value(text, q, unknown_scale=True) for q in figures):
         return True
-    return bool(clue) and holds_clue(text, clue)
+    if not clue:
+        return False
+    return holds_clue(text, clue)
 
 
 def holds_clue(text: str, clue: str, share: float = 0.8) -> bool:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from finhallu.registry import Registry
 from finhallu.labelcheck.evidence import (
     FRAMING,
     changed_spans,
@@ -64,12 +65,14 @@ class AcceptanceRule:
     check: Callable[[Case], list[str]]
 
 
-RULES: dict[str, AcceptanceRule] = {}
+# One rule per label leaf, registered by `@acceptance` in any module of this package (a new
+# subtype's rule can sit in a module of its own), never shared with the injectors' code.
+RULES: Registry[AcceptanceRule] = Registry("acceptance rule", "finhallu.labelcheck")
 
 
 def acceptance(label: str, rule: str):
     def deco(fn):
-        RULES[label] = AcceptanceRule(label, rule, fn)
+        RULES.add(label, AcceptanceRule(label, rule, fn), fn.__module__)
         return fn
 
     return deco
@@ -140,8 +143,10 @@ def _wrong_period(c: Case) -> list[str]:
     for q in money_or_ratio(c.response):
         years = [_nearest_year(ln, q) for ln in re.split(r"(?<=[.!?])\s+|\n", c.context) if "|" not in ln]
         years = [y for y in years if y != ""]
-        if years and None not in years and not set(years) & asked:
-            return [f"{q.raw} is stated for {sorted(set(years))}, not {sorted(asked)}"]
+        if years and None not in years:
+            known = {y for y in years if y is not None}
+            if not known & asked:
+                return [f"{q.raw} is stated for {sorted(known)}, not {sorted(asked)}"]
     return []
 
 
@@ -202,7 +207,8 @@ def _true_refusal(c: Case) -> list[str]:
 @acceptance("false_refusal", "a refusal although the context states the answer or the clue")
 def _false_refusal(c: Case) -> list[str]:
     out = [] if is_refusal(c.response) else ["not a refusal"]
-    holds = (c.checkable_answer and states_answer(c.context, c.answer)) or (bool(c.clue) and holds_clue(c.context, c.clue))
+    clue = c.clue or ""
+    holds = (c.checkable_answer and states_answer(c.context, c.answer)) or (bool(clue) and holds_clue(c.context, clue))
     if not holds:
         out.append("the context does not hold the answer: refusing is right")
     return out

@@ -19,7 +19,7 @@ def _secret(name: str) -> str | None:
     try:
         from prefect.blocks.system import Secret
 
-        return Secret.load(name).get()
+        return Secret.load(name).get()  # type: ignore[union-attr]  # sync_compatible: outside an event loop it is the block
     except Exception:  # no such block, no API reachable: treated as missing, reported by the caller
         return None
 

@@ -42,7 +42,7 @@ def cost_usd(prices: dict, model: str, input_tokens: int, output_tokens: int) ->
 
 
 class Ledger:
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.records: list[CallRecord] = []
 

@@ -123,7 +123,7 @@ class ModelLimiter:
 class LimiterRegistry:
     """One limiter per (provider, endpoint, model) for the whole process."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._limiters: dict[tuple, ModelLimiter] = {}
 

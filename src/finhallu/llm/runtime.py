@@ -20,20 +20,34 @@ import logging
 import random
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NoReturn
 
 from finhallu.clients.http import RetryPolicy
 from finhallu.llm.cache import CallCache
 from finhallu.llm.errors import BatchPending, FailureBudgetExceeded, KeyRejected, LLMError, ProviderError
 from finhallu.llm.keys import PLACEHOLDER_KEY, mask, resolve_key_source
 from finhallu.llm.ledger import CallRecord, Ledger, cost_usd
-from finhallu.llm.limits import LIMITERS
+from finhallu.llm.limits import LIMITERS, ModelLimiter
 from finhallu.llm.request import LLMReply, LLMRequest, prompt_digest
 from finhallu.llm.tokens import approx_prompt_tokens, approx_tokens
 
 log = logging.getLogger("finhallu.llm")
 BATCH_DISCOUNT = 0.5  # OpenAI Batch API and Gemini batch mode both bill half the online price
+
+
+@dataclass
+class _Call:
+    """One request on its way to the provider: who asked for it, and its attempts so far."""
+
+    request: LLMRequest
+    role: str
+    operation: str
+    repair: bool
+    attempts: int = 0
+    latency: float = 0.0  # time at the provider (all attempts), not time queued behind the limits
 
 
 class LLMRuntime:
@@ -105,7 +119,10 @@ class LLMRuntime:
         )
 
     def _stopped(self) -> LLMError:
-        return type(self._stop)(str(self._stop))
+        """A fresh copy of the error that stopped the stage, for one more call that it stops."""
+        stop = self._stop
+        assert stop is not None, "asked only once the stage has stopped"
+        return type(stop)(str(stop))
 
     def _count(self, failed: bool) -> None:
         """Count a finished provider call; past the stage's failure budget every further call stops."""
@@ -242,15 +259,9 @@ class LLMRuntime:
         async with self._key_lock(key):
             failed = self.cache.failure(key)
             if failed is not None and not self.retry_failed:
-                rec = self.record(
-                    request,
-                    role,
-                    operation,
-                    cache_hit=True,
-                    repair=repair,
-                    error=f"recorded failure (not sent again; rerun with --retry-failed): {failed}",
-                )
-                raise ProviderError(rec.error, retryable=False)
+                error = f"recorded failure (not sent again; rerun with --retry-failed): {failed}"
+                self.record(request, role, operation, cache_hit=True, repair=repair, error=error)
+                raise ProviderError(error, retryable=False)
             hit = None if failed is not None else self.cache.get(key)  # a failed key's cached text was invalid
             if hit is not None:
                 return hit, self.record(
@@ -267,101 +278,110 @@ class LLMRuntime:
     async def _send(
         self, provider, client, request: LLMRequest, role: str, operation: str, repair: bool
     ) -> tuple[LLMReply, CallRecord]:
-        from finhallu.llm.providers.base import unexpected_error
-
-        key = request.key()
+        """Send a request through its model's limits, retrying as the retry policy allows."""
+        call = _Call(request, role, operation, repair)
         limiter = self.limiter(request.provider, request.endpoint, request.model)
         estimate = request.approx_input_tokens() + int(request.params.get("max_tokens") or 0)
-        latency = 0.0  # time at the provider (all attempts), not time queued behind the limits
-        attempt = 0
         while True:
             if self._stop is not None:  # another call of the stage hit a rejected key or the failure budget
                 raise self._stopped()
-            attempt += 1
+            call.attempts += 1
             try:
-                # Concurrency slot first, then the rate slot: a request that waited for a slot must
-                # not carry an old rate reservation (requests would bunch up at the provider).
-                async with limiter.semaphore():
-                    if self._stop is not None:  # it stopped while this call waited for a slot
-                        raise self._stop
-                    reservation = await limiter.acquire(estimate)
-                    sent = time.monotonic()
-                    try:
-                        reply = await provider.complete(client, request)
-                    except BaseException:
-                        reservation.settle(0)  # refused or lost: no tokens spent, but it did count as a request
-                        raise
-                    finally:
-                        latency += time.monotonic() - sent
-                reservation.settle(reply.input_tokens + reply.output_tokens or estimate)
+                reply = await self._attempt(provider, client, call, limiter, estimate)
                 break
             except (KeyRejected, FailureBudgetExceeded):
                 raise self._stopped() from None
             except Exception as raised:  # a provider maps its SDK's errors; anything else is recorded, not a crash
-                exc = (
-                    raised
-                    if isinstance(raised, ProviderError)
-                    else unexpected_error(f"{request.provider} {request.model}", raised)
-                )
-                if exc.status in (401, 403):
-                    self.record(
-                        request,
-                        role,
-                        operation,
-                        attempts=attempt,
-                        repair=repair,
-                        latency_s=round(latency, 3),
-                        error=mask(str(exc), self._keys.get(role)),
-                    )
-                    if self._stop is None:
-                        self._stop = self.key_rejected(role, request, exc)
-                    raise self._stopped() from None
-                delay = exc.retry_after if exc.retry_after is not None else self.retry.backoff(attempt, self.rng)
-                give_up = (
-                    not exc.retryable or attempt >= self.retry.max_attempts or (exc.retry_after or 0) > self.retry.max_retry_after
-                )
-                if give_up:
-                    rec = self.record(
-                        request,
-                        role,
-                        operation,
-                        attempts=attempt,
-                        repair=repair,
-                        latency_s=round(latency, 3),
-                        error=mask(f"{exc} (after {attempt} attempt(s))", self._keys.get(role)),
-                    )
-                    self.mark_failed(request, rec.error)
-                    self._count(True)
-                    if self._stop is not None:
-                        raise self._stopped() from None
-                    raise ProviderError(rec.error, status=exc.status, retryable=False) from None
-                if exc.status == 429 and exc.retry_after:
-                    limiter.pause(exc.retry_after)  # the provider said the whole model is over: everyone waits
-                log.info(
-                    "%s %s: %s; retry %d/%d in %.2fs",
-                    request.provider,
-                    request.model,
-                    mask(str(exc), self._keys.get(role)),
-                    attempt + 1,
-                    self.retry.max_attempts,
-                    delay,
-                )
-                await self.sleep(delay)
+                await self._after_failed_attempt(call, limiter, raised)
+        return reply, self._answered(call, reply)
+
+    async def _attempt(self, provider, client, call: _Call, limiter: ModelLimiter, estimate: int) -> LLMReply:
+        """One attempt at the provider; its time there is added to the call's latency."""
+        # Concurrency slot first, then the rate slot: a request that waited for a slot must
+        # not carry an old rate reservation (requests would bunch up at the provider).
+        async with limiter.semaphore():
+            if self._stop is not None:  # it stopped while this call waited for a slot
+                raise self._stop
+            reservation = await limiter.acquire(estimate)
+            sent = time.monotonic()
+            try:
+                reply = await provider.complete(client, call.request)
+            except BaseException:
+                reservation.settle(0)  # refused or lost: no tokens spent, but it did count as a request
+                raise
+            finally:
+                call.latency += time.monotonic() - sent
+        reservation.settle(reply.input_tokens + reply.output_tokens or estimate)
+        return reply
+
+    async def _after_failed_attempt(self, call: _Call, limiter: ModelLimiter, raised: Exception) -> None:
+        """A refused key stops the stage and a final failure is recorded and raised; anything else
+        waits (Retry-After, or backoff with jitter) before the next attempt."""
+        from finhallu.llm.providers.base import unexpected_error
+
+        request = call.request
+        exc = raised if isinstance(raised, ProviderError) else unexpected_error(f"{request.provider} {request.model}", raised)
+        if exc.status in (401, 403):
+            self._reject_key(call, exc)
+        # The backoff is drawn before the give-up check: a last attempt takes its number from rng too.
+        delay = exc.retry_after if exc.retry_after is not None else self.retry.backoff(call.attempts, self.rng)
+        give_up = (
+            not exc.retryable or call.attempts >= self.retry.max_attempts or (exc.retry_after or 0) > self.retry.max_retry_after
+        )
+        if give_up:
+            self._give_up(call, exc)
+        if exc.status == 429 and exc.retry_after:
+            limiter.pause(exc.retry_after)  # the provider said the whole model is over: everyone waits
+        log.info(
+            "%s %s: %s; retry %d/%d in %.2fs",
+            request.provider,
+            request.model,
+            mask(str(exc), self._keys.get(call.role)),
+            call.attempts + 1,
+            self.retry.max_attempts,
+            delay,
+        )
+        await self.sleep(delay)
+
+    def _reject_key(self, call: _Call, exc: ProviderError) -> NoReturn:
+        """HTTP 401/403: recorded, and the stage stops (every call of it) with KeyRejected."""
+        self._record_call(call, error=mask(str(exc), self._keys.get(call.role)))
+        if self._stop is None:
+            self._stop = self.key_rejected(call.role, call.request, exc)
+        raise self._stopped() from None
+
+    def _give_up(self, call: _Call, exc: ProviderError) -> NoReturn:
+        """A failure for good: recorded in the ledger and the call cache, and counted against the
+        stage's failure budget (which may stop the stage)."""
+        error = mask(f"{exc} (after {call.attempts} attempt(s))", self._keys.get(call.role))
+        self._record_call(call, error=error)
+        self.mark_failed(call.request, error)
+        self._count(True)
+        if self._stop is not None:
+            raise self._stopped() from None
+        raise ProviderError(error, status=exc.status, retryable=False) from None
+
+    def _answered(self, call: _Call, reply: LLMReply) -> CallRecord:
+        """A reply: counted, cached (when it has text) and recorded with its online price."""
+        request = call.request
         self._count(False)
         if self.cache is not None and reply.text is not None:
+            key = request.key()
             self.cache.put(key, request.provider, request.model, request.schema_name, reply)
             self.cache.clear_failure(key)
         cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=False)
-        return reply, self.record(
-            request,
-            role,
-            operation,
-            input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens,
-            cost_usd=cost,
-            latency_s=round(latency, 3),
-            attempts=attempt,
-            repair=repair,
+        return self._record_call(call, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd=cost)
+
+    def _record_call(self, call: _Call, **fields) -> CallRecord:
+        """The ledger record of a sent request: its attempts and its time at the provider."""
+        return self.record(
+            call.request,
+            call.role,
+            call.operation,
+            attempts=call.attempts,
+            repair=call.repair,
+            latency_s=round(call.latency, 3),
+            **fields,
         )
 
     # ---- batch --------------------------------------------------------------------------
@@ -420,9 +440,11 @@ class LLMRuntime:
         return None
 
     def _run_batch(self, provider, client, todo: list[LLMRequest], role: str, operation: str, wall_sleep) -> dict[str, LLMReply]:
+        cache = self.cache
+        assert cache is not None, "run_batch sends no batch without a call cache"
         keys = sorted(r.key() for r in todo)
         batch_key = hashlib.sha256("\n".join(keys).encode()).hexdigest()
-        job = self.cache.batch_job(batch_key)
+        job = cache.batch_job(batch_key)
         if job is None or job["status"] in (
             "failed",
             "expired",
@@ -432,7 +454,7 @@ class LLMRuntime:
             "JOB_STATE_EXPIRED",
         ):
             job_id = provider.submit_batch(client, todo, f"finhallu-{self.stage}-{operation}-{batch_key[:12]}")
-            self.cache.save_batch_job(batch_key, request_provider(todo), todo[0].model, job_id, keys, "submitted")
+            cache.save_batch_job(batch_key, request_provider(todo), todo[0].model, job_id, keys, "submitted")
             log.info("submitted %s batch %s (%d requests)", provider.name, job_id, len(todo))
         else:
             job_id = job["job_id"]
@@ -440,7 +462,7 @@ class LLMRuntime:
         waited = 0.0
         while True:
             status, results = provider.poll_batch(client, job_id)
-            self.cache.save_batch_job(batch_key, request_provider(todo), todo[0].model, job_id, keys, status)
+            cache.save_batch_job(batch_key, request_provider(todo), todo[0].model, job_id, keys, status)
             if results is not None:
                 break
             if waited >= self.settings.batch_max_wait_s:
@@ -457,8 +479,8 @@ class LLMRuntime:
         replies = {}
         for key, res in results.items():
             if isinstance(res, LLMReply) and res.text is not None and key in by_key:
-                self.cache.put(key, by_key[key].provider, by_key[key].model, by_key[key].schema_name, res)
-                self.cache.clear_failure(key)
+                cache.put(key, by_key[key].provider, by_key[key].model, by_key[key].schema_name, res)
+                cache.clear_failure(key)
                 replies[key] = res
             elif key in by_key:
                 log.warning("batch item %s: %s; it goes online", key[:12], res)

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Any, Callable
 
 from finhallu.llm.request import prompt_digest
 from finhallu.llm.tokens import approx_prompt_tokens, approx_tokens
@@ -99,19 +99,25 @@ def cooperative_responder(schema_name: str, schema: dict, messages: list[tuple[s
     return out
 
 
-def replay_responder(answers: dict[str, str], fallback: Responder = cooperative_responder) -> Responder:
-    """Answers recorded by a dry run (`finhallu.estimate.dry_run(answers=...)`), by prompt: a model
-    that decides as the rules backend does; prompts it has not seen get `fallback`'s answer."""
+class ReplayResponder:
+    """A Responder that answers as a dry run did, counting the prompts it had no answer for."""
 
-    def respond(schema_name: str, schema: dict, messages: list[tuple[str, str]]) -> dict:
-        known = answers.get(prompt_digest(messages))
+    def __init__(self, answers: dict[str, str], fallback: Responder):
+        self.answers, self.fallback = answers, fallback
+        self.unseen: dict[str, int] = {}  # prompts the dry run never asked, by operation
+
+    def __call__(self, schema_name: str, schema: dict, messages: list[tuple[str, str]]) -> dict:
+        known = self.answers.get(prompt_digest(messages))
         if known is None:
-            respond.unseen[schema_name] = respond.unseen.get(schema_name, 0) + 1
-            return fallback(schema_name, schema, messages)
+            self.unseen[schema_name] = self.unseen.get(schema_name, 0) + 1
+            return self.fallback(schema_name, schema, messages)
         return json.loads(known)
 
-    respond.unseen = {}  # prompts the dry run never asked, by operation
-    return respond
+
+def replay_responder(answers: dict[str, str], fallback: Responder = cooperative_responder) -> ReplayResponder:
+    """Answers recorded by a dry run (`finhallu.estimate.dry_run(answers=...)`), by prompt: a model
+    that decides as the rules backend does; prompts it has not seen get `fallback`'s answer."""
+    return ReplayResponder(answers, fallback)
 
 
 # ---- the server ----------------------------------------------------------------------------
@@ -223,6 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _fault(self, fingerprint: str = "") -> tuple[bool, tuple | None]:
         """(response already sent, output override) for the next scripted action, else a
         random fault drawn for this request."""
+        action: tuple[Any, ...] | None  # (kind, *arguments): scripted, or drawn below
         with self.stub.lock:
             action = self.stub.faults.popleft() if self.stub.faults else None
         if action is None:
@@ -230,14 +237,15 @@ class _Handler(BaseHTTPRequestHandler):
             if kind is None:
                 return False, None
             self.stub._note_fault(kind)
-            action = {
+            drawn: dict[str, tuple[Any, ...]] = {
                 "429": ("status", 429, {"retry-after-ms": "10", "Retry-After": "0"}),
                 "500": ("status", 500),
                 "timeout": ("hold",),
                 "html": ("html",),
                 "truncated": ("truncated",),
                 "schema": ("text", "[1, 2, 3]"),
-            }[kind]
+            }
+            action = drawn[kind]
         else:
             self.stub._note_fault(action[0])
         kind = action[0]
@@ -305,19 +313,20 @@ class _Handler(BaseHTTPRequestHandler):
         if sent:
             return
         text, pt, ct = self.stub._answer(schema_name, schema, messages)
-        text = self.stub._apply_override(text, override)
+        reply = self.stub._apply_override(text, override)
+        assert reply is not None, "an empty reply is a Gemini fault; the chat API has none"
         self._send(
             truncate=override is not None and override[0] == "truncated",
             status=200,
             body={
-                "id": f"chatcmpl-{hashlib.sha1(text.encode()).hexdigest()[:12]}",
+                "id": f"chatcmpl-{hashlib.sha1(reply.encode()).hexdigest()[:12]}",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": req["model"],
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "message": {"role": "assistant", "content": reply, "refusal": None},
                         "finish_reason": "stop",
                         "logprobs": None,
                     }
@@ -502,11 +511,11 @@ class StubLLM:
         gen = req.get("generationConfig") or {}
         schema = gen.get("responseJsonSchema") or gen.get("responseSchema") or {}
         text, pt, ct = self._answer("", schema, messages)
-        text = self._apply_override(text, override)
-        if text is None:
+        reply = self._apply_override(text, override)
+        if reply is None:
             return {}
         return {
-            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
+            "candidates": [{"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP", "index": 0}],
             "usageMetadata": {"promptTokenCount": pt, "candidatesTokenCount": ct, "totalTokenCount": pt + ct},
             "modelVersion": model,
         }
@@ -518,7 +527,9 @@ class StubLLM:
         )
         fields = {}
         for part in msg.iter_parts():
-            fields[part.get_param("name", header="content-disposition")] = (part.get_filename(), part.get_payload(decode=True))
+            data = part.get_payload(decode=True)
+            assert isinstance(data, bytes), "a form field's content, never a nested multipart"
+            fields[part.get_param("name", header="content-disposition")] = (part.get_filename(), data)
         fid = f"file-{hashlib.sha1(raw).hexdigest()[:16]}"
         filename, data = fields["file"]
         self.files[fid] = data
@@ -567,7 +578,7 @@ class StubLLM:
         if b["polls"] < self.batch_polls_until_done:
             return self._openai_batch_obj(bid, "in_progress")
         if "output" not in b:
-            lines = []
+            lines: list[str] = []
             for line in self.files[b["req"]["input_file_id"]].decode().splitlines():
                 item = json.loads(line)
                 body = item["body"]
@@ -625,7 +636,7 @@ class StubLLM:
         with self.lock:
             self.requests.append({"kind": "batch_poll", "model": b["model"], "schema": ""})
         b["polls"] += 1
-        meta = {
+        meta: dict[str, object] = {
             "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
             "model": f"models/{b['model']}",
             "state": "BATCH_STATE_RUNNING",

@@ -102,7 +102,7 @@ def _value_type(dtype: pl.DataType) -> str | None:
 def contract_expectations(contract: Contract, parents: dict[str, pl.DataFrame]) -> list:
     import great_expectations.expectations as gxe
 
-    exps = [gxe.ExpectTableColumnsToMatchOrderedList(column_list=list(contract.columns))]
+    exps: list[gxe.Expectation] = [gxe.ExpectTableColumnsToMatchOrderedList(column_list=list(contract.columns))]
     if not contract.allow_empty:
         exps.append(gxe.ExpectTableRowCountToBeBetween(min_value=1))
     for col, dtype in contract.columns.items():
@@ -166,7 +166,7 @@ def _validate(frame: pl.DataFrame, expectations: list, suite_name: str, sample_c
         result = r.result or {}
         sample = None
         detail = (cfg.meta or {}).get("rule", "")
-        if raised:
+        if error is not None:  # raised
             detail = error[:500]
         elif not r.success:
             idx = result.get("partial_unexpected_index_list") or []

@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TextIO
 
 DEFAULT_IDLE_S = 900.0
 
@@ -76,7 +77,7 @@ class HomeAPI:
         self.home = Path(home)
         self._url: str | None = None
         self._process: subprocess.Popen | None = None
-        self._client = None  # the shared lock that keeps the server up while this process uses it
+        self._client: TextIO | None = None  # the shared lock that keeps the server up while this process uses it
 
     def ensure(self) -> "HomeAPI":
         lease_file(self.home).parent.mkdir(parents=True, exist_ok=True)
@@ -121,15 +122,17 @@ class HomeAPI:
     def url(self, timeout: float = 90.0) -> str:
         if self._url:
             return self._url
+        process = self._process
+        assert process is not None, "ensure() started a server when it found none warm"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._process.poll() is not None:
+            if process.poll() is not None:
                 tail = (self.home / "prefect" / "api.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"the local Prefect API server exited ({self._process.returncode}): {tail}")
+                raise RuntimeError(f"the local Prefect API server exited ({process.returncode}): {tail}")
             if _healthy(self._pending, timeout=1):
                 self._url = self._pending
                 tmp = api_file(self.home).with_suffix(".tmp")
-                tmp.write_text(json.dumps({"url": self._url, "pid": self._process.pid}))
+                tmp.write_text(json.dumps({"url": self._url, "pid": process.pid}))
                 os.replace(tmp, api_file(self.home))
                 return self._url
             time.sleep(0.1)

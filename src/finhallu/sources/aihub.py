@@ -213,6 +213,7 @@ def _load_doc(origin: str, index: int, doc) -> Iterator[LoadedDoc | Quarantined]
         if not doc.get(fld):
             yield Quarantined("aihub", origin, record, fld, f"required field `{fld}` is missing or empty")
             return
+    assert doc_id  # checked with the required fields
     blocks, qas = [], []
     for j, para in enumerate(doc["paragraphs"]):
         ctx_raw = para.get("context") if isinstance(para, dict) else None

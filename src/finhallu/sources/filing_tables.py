@@ -128,6 +128,7 @@ def _bands_from_header(header: list[list[Cell]], values: list[list[Cell]], label
                 ok = False
                 break
             for c, k in zip(vrow, hits):
+                assert k is not None  # rows with a value outside every band were rejected above
                 owned[k] = [min(owned[k][0], c.col), max(owned[k][1], c.col + 1)]
         if ok and all(owned[k][1] <= owned[k + 1][0] for k in range(len(owned) - 1)):
             return [(a, b) for a, b in owned]

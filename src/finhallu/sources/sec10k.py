@@ -180,7 +180,7 @@ def _meta(raw: str, root) -> dict:
 
 def split_items(blocks: list[tuple[str, str]]) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """[(item, heading, blocks)] choosing, per item, the heading followed by the most text."""
-    cands = []
+    cands: list[tuple[int, str, str]] = []  # (block index, item, heading)
     for i, (kind, text) in enumerate(blocks):
         if kind != "text" or len(text) > 220:
             continue

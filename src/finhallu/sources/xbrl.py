@@ -28,7 +28,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import lxml.etree
 
@@ -366,6 +366,18 @@ def _iter_facts(parent):
             yield from _iter_facts(el)
 
 
+# A fact element as read: (element, concept, context id, language of a text fact or "").
+_RawFact = tuple[Any, str, str, str]
+
+
+class _BadFact(ValueError):
+    """One field of one instance fact cannot be read; the fact is quarantined naming it."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 def _load_instance(path: Path, root) -> Iterator[LoadedFacts | Quarantined]:
     uri_prefix = {uri: p for p, uri in root.nsmap.items() if p}
     contexts = _contexts(root)
@@ -374,64 +386,28 @@ def _load_instance(path: Path, root) -> Iterator[LoadedFacts | Quarantined]:
     source = "dart" if any("dart.fss.or.kr" in s for s in schemes) else "sec10k"
     pref_lang = "ko" if source == "dart" else "en"
 
-    raw = []  # (el, concept, ctx_id, lang)
-    for el in _iter_facts(root):
-        if el.get(XSI_NIL) in ("true", "1"):
-            continue
-        raw.append((el, _concept(el, uri_prefix), el.get("contextRef"), (el.get(XML_LANG) or "").split("-")[0].lower()))
+    raw = _raw_facts(root, uri_prefix)
     if not raw:
         yield Quarantined(source, str(path), None, "facts", "XBRL instance without facts")
         return
-    # DART repeats text facts per language; the table has no language column: keep the filer's own.
-    langs: dict[tuple[str, str], set[str]] = {}
-    for _, concept, cid, lang in raw:
-        if lang:
-            langs.setdefault((concept, cid), set()).add(lang)
-
+    langs = _fact_languages(raw)
     meta = _document_meta(raw, contexts, source, pref_lang, langs)
     ko_labels, en_labels = _labels_for(path, tuple(sorted(set(uri_prefix))))
     rows: dict[str, dict] = {}
     for el, concept, cid, lang in raw:
+        # DART repeats text facts per language; the table has no language column: keep the filer's own.
         if lang and lang != pref_lang and pref_lang in langs.get((concept, cid), ()):
             continue
-        ctx = contexts.get(cid)
-        if ctx is None:
-            yield Quarantined(source, str(path), f"{concept}@{cid}", "contextRef", f"context {cid!r} is not defined")
+        try:
+            ctx = _fact_context(contexts, cid)
+            read = _fact_value(el, concept, units)
+        except _BadFact as exc:
+            yield Quarantined(source, str(path), f"{concept}@{cid}", exc.field, str(exc))
             continue
-        if not ctx["end"]:
-            yield Quarantined(source, str(path), f"{concept}@{cid}", "period", "context has no instant or end date (forever)")
-            continue
-        unit_ref = el.get("unitRef")
-        value = "".join(el.itertext()).strip()
-        numeric = None
-        unit = None
-        if unit_ref is not None:
-            unit = units.get(unit_ref)
-            if unit is None:
-                yield Quarantined(source, str(path), f"{concept}@{cid}", "unitRef", f"unit {unit_ref!r} is not defined")
-                continue
-            try:
-                numeric = float(value.replace(",", ""))
-            except ValueError:
-                yield Quarantined(source, str(path), f"{concept}@{cid}", "value", f"numeric fact is not a number: {value[:40]!r}")
-                continue
-            if el.get("sign") == "-":  # inline-XBRL style sign attribute
-                numeric = -numeric
-                value = value if value.startswith("-") else f"-{value}"
-            if numeric == 0.0:
-                numeric = 0.0  # no negative zero
-        else:
-            if concept.endswith("TextBlock") or len(value) > MAX_TEXT_CHARS:
-                continue
-            value = re.sub(r"\s+", " ", value)
-        if source == "dart":
-            label = ko_labels.get(concept) or DART_KO_LABELS.get(concept)
-        else:
-            label = None
-        label_en = en_labels.get(concept) or (humanize(concept) if _is_standard(concept) else None)
-        label = label or label_en or humanize(concept)
-        if source == "sec10k":
-            label_en = label_en or label
+        if read is None:
+            continue  # a narrative text block
+        value, numeric, unit = read
+        label, label_en = _fact_labels(concept, source, ko_labels, en_labels)
         fid = fact_id(path, cid, concept, unit, value, ctx["start"], ctx["end"])
         rows.setdefault(
             fid,
@@ -460,6 +436,72 @@ def _load_instance(path: Path, root) -> Iterator[LoadedFacts | Quarantined]:
             ),
         )
     yield LoadedFacts(source, str(path), list(rows.values()))
+
+
+def _raw_facts(root, uri_prefix: dict[str, str]) -> list[_RawFact]:
+    """The instance's facts in document order, nil facts left out."""
+    raw = []
+    for el in _iter_facts(root):
+        if el.get(XSI_NIL) in ("true", "1"):
+            continue
+        raw.append((el, _concept(el, uri_prefix), el.get("contextRef"), (el.get(XML_LANG) or "").split("-")[0].lower()))
+    return raw
+
+
+def _fact_languages(raw: list[_RawFact]) -> dict[tuple[str, str], set[str]]:
+    """The languages each (concept, context) states text in."""
+    langs: dict[tuple[str, str], set[str]] = {}
+    for _, concept, cid, lang in raw:
+        if lang:
+            langs.setdefault((concept, cid), set()).add(lang)
+    return langs
+
+
+def _fact_context(contexts: dict[str, dict], cid: str) -> dict:
+    """The fact's context; it must be defined and have a period end (an instant or an end date)."""
+    ctx = contexts.get(cid)
+    if ctx is None:
+        raise _BadFact("contextRef", f"context {cid!r} is not defined")
+    if not ctx["end"]:
+        raise _BadFact("period", "context has no instant or end date (forever)")
+    return ctx
+
+
+def _fact_value(el, concept: str, units: dict[str, str]) -> tuple[str, float | None, str | None] | None:
+    """(value, numeric value, unit) of a fact; None for a narrative text block, which is not kept."""
+    unit_ref = el.get("unitRef")
+    value = "".join(el.itertext()).strip()
+    if unit_ref is None:
+        if concept.endswith("TextBlock") or len(value) > MAX_TEXT_CHARS:
+            return None
+        return re.sub(r"\s+", " ", value), None, None
+    unit = units.get(unit_ref)
+    if unit is None:
+        raise _BadFact("unitRef", f"unit {unit_ref!r} is not defined")
+    try:
+        numeric = float(value.replace(",", ""))
+    except ValueError:
+        raise _BadFact("value", f"numeric fact is not a number: {value[:40]!r}") from None
+    if el.get("sign") == "-":  # inline-XBRL style sign attribute
+        numeric = -numeric
+        value = value if value.startswith("-") else f"-{value}"
+    if numeric == 0.0:
+        numeric = 0.0  # no negative zero
+    return value, numeric, unit
+
+
+def _fact_labels(concept: str, source: str, ko_labels: dict[str, str], en_labels: dict[str, str]) -> tuple[str, str | None]:
+    """(label, English label): the filer's linkbase labels first, then DART's Korean names
+    (DART) or the concept's name in words (standard concepts; any concept for `label`)."""
+    if source == "dart":
+        label = ko_labels.get(concept) or DART_KO_LABELS.get(concept)
+    else:
+        label = None
+    label_en = en_labels.get(concept) or (humanize(concept) if _is_standard(concept) else None)
+    label = label or label_en or humanize(concept)
+    if source == "sec10k":
+        label_en = label_en or label
+    return label, label_en
 
 
 def _entity_id(ctx: dict, source: str) -> str | None:

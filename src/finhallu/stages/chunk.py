@@ -58,7 +58,8 @@ def _split_table(text: str, max_tokens: int, count, lang: str) -> list[tuple[int
     caption, header = lines[:first], lines[first : first + 2]
     body = lines[first + 2 :]
     head = "\n".join(caption + header)
-    out, group = [], []
+    out: list[tuple[int, str]] = []
+    group: list[str] = []
     for row in body:
         if group and count(head + "\n" + "\n".join(group + [row])) > max_tokens:
             out.append((0, head + "\n" + "\n".join(group)))
@@ -74,15 +75,7 @@ def _packed_blocks(blocks: list[dict], budget: int, count) -> list[dict]:
     out: list[dict] = []
     for b in blocks:
         prev = out[-1] if out else None
-        mergeable = (
-            prev is not None
-            and prev["kind"] == "text"
-            and b["kind"] == "text"
-            and prev["section_path"] == b["section_path"]
-            and prev.get("role") == b.get("role")
-            and (count(prev["text"]) + count(b["text"]) <= budget or _is_heading(prev["text"]))
-        )
-        if mergeable:
+        if prev is not None and _mergeable(prev, b, budget, count):
             prev["text"] = prev["text"] + "\n" + b["text"]
             prev["merged"] = True
         else:
@@ -90,11 +83,22 @@ def _packed_blocks(blocks: list[dict], budget: int, count) -> list[dict]:
     return out
 
 
+def _mergeable(prev: dict, b: dict, budget: int, count) -> bool:
+    """Both text of one section and role, and short enough together (or `prev` a heading)."""
+    return (
+        prev["kind"] == "text"
+        and b["kind"] == "text"
+        and prev["section_path"] == b["section_path"]
+        and prev.get("role") == b.get("role")
+        and (count(prev["text"]) + count(b["text"]) <= budget or _is_heading(prev["text"]))
+    )
+
+
 def _is_heading(text: str) -> bool:
     return len(text) < 80 and "\n" not in text and not text.rstrip().endswith((".", "다", "요", ":"))
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
+def run(inputs: Frames, ctx: StageContext[ChunkConfig]) -> Frames:
     cfg: ChunkConfig = ctx.config
     tok_name, count = TOKENIZERS[cfg.tokenizer]
     rows = []

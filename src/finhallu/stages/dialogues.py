@@ -16,6 +16,7 @@ it). Everything is seeded per document and dialogue.
 from __future__ import annotations
 
 import hashlib
+from typing import cast
 
 import polars as pl
 
@@ -163,7 +164,7 @@ def _next_item(
     passages: dict,
     cfg: DialogueConfig,
     llm: LLMRouter,
-    ctx: StageContext,
+    ctx: StageContext[DialogueConfig],
 ) -> dict | None:
     """The user's next question: a candidate that keeps the flow, else a new question written
     from the current passage; None ends the dialogue."""
@@ -220,7 +221,7 @@ def _reconfirm_item(dlg: _Dialogue, rng) -> dict | None:
     return {**dlg.items[j - 1], "reconfirms": j}
 
 
-def _planned_turns(doc: dict, k: int, cfg: DialogueConfig, ctx: StageContext) -> int:
+def _planned_turns(doc: dict, k: int, cfg: DialogueConfig, ctx: StageContext[DialogueConfig]) -> int:
     """The number of questions `_converse` will aim for (its RNG's first draw)."""
     return ctx.rng("dialogue", doc["doc_id"], k).randint(cfg.min_turns, cfg.max_turns)
 
@@ -236,7 +237,7 @@ def _converse(
     passages: dict,
     cfg: DialogueConfig,
     llm: LLMRouter,
-    ctx: StageContext,
+    ctx: StageContext[DialogueConfig],
 ) -> list[dict] | None:
     """One dialogue, question by question: each next question is chosen knowing what the assistant
     has said. A reconfirm turn may come past turn 4. None when an LLM call failed for good."""
@@ -244,7 +245,7 @@ def _converse(
     target = rng.randint(cfg.min_turns, cfg.max_turns)
     reconfirm_at = rng.randint(5, target + 1) if target >= 4 and rng.random() < cfg.reconfirm_probability else None
     dlg = _Dialogue(doc, "dlg-" + hashlib.sha256(f"{doc['doc_id']}|{k}".encode()).hexdigest()[:12], k)
-    item = _item(seed_rows[rng.choice(pool)])
+    item: dict | None = _item(seed_rows[rng.choice(pool)])
     while item is not None:
         turn = _realise(dlg, item, seed_rows, contexts, passages, cfg, llm, ctx)
         if turn is None:
@@ -260,12 +261,12 @@ def _converse(
     return dlg.turns
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
+def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
     cfg: DialogueConfig = ctx.config
     llm = ctx.llm
     seeds = inputs["qa_seeds"]
     passages = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
-    top_k = int(inputs["retrievals"]["rank"].max() or 10)  # K as the retrieve stage used it
+    top_k = int(cast(int | None, inputs["retrievals"]["rank"].max()) or 10)  # K as the retrieve stage used it
     contexts = _Context(inputs["retrievals"], inputs["hard_negatives"], top_k=top_k)
     seed_rows = {s["seed_id"]: s for s in seeds.iter_rows(named=True)}
     by_doc: dict[str, list[str]] = {}
@@ -338,7 +339,7 @@ def _realise(
     passages: dict,
     cfg: DialogueConfig,
     llm: LLMRouter,
-    ctx: StageContext,
+    ctx: StageContext[DialogueConfig],
 ) -> dict | None:
     """The user's utterance and the assistant's response of the dialogue's next turn (None when an
     LLM call failed for good: a dialogue with a hole in it is no dialogue)."""

@@ -114,7 +114,7 @@ def embed_texts(
     return out, {"texts": len(texts), "distinct": len(first), "cached": len(first) - total, "encoded": total}
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
+def run(inputs: Frames, ctx: StageContext[EmbedConfig]) -> Frames:
     cfg: EmbedConfig = ctx.config
     emb = embedder_from_config(cfg)
     passages = inputs["passages"]

@@ -143,25 +143,79 @@ def _kept(src: SourceConfig, doc: LoadedDoc) -> bool:
     return src.categories is None or bool({doc.category, doc.doc_type} & set(src.categories))
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
-    cfg: IngestConfig = ctx.config
-    docs, qas, quarantine, facts = [], [], [], {}
+def _skipped_rows(cfg: IngestConfig) -> list[dict]:
+    """Quarantine rows for the matching paths that are not regular files (never read)."""
+    return [
+        {
+            "source": src.kind,
+            "path": name,
+            "record_id": None,
+            "field": None,
+            "stage": "ingest",
+            "error": "not a regular file (FIFO, socket, device or directory): skipped",
+        }
+        for src in cfg.sources
+        for f, name in skipped_files(src)
+    ]
+
+
+def _duplicate_row(doc: LoadedDoc) -> dict:
+    return {
+        "source": doc.source,
+        "path": doc.source_path,
+        "record_id": doc.doc_id,
+        "field": "doc_id",
+        "error": "duplicate doc_id (first occurrence kept)",
+        "stage": "ingest",
+    }
+
+
+def _document_row(src: SourceConfig, doc: LoadedDoc, path: str) -> dict:
+    """A `documents` row; `path` is the source path under its location-independent name."""
+    return {
+        "doc_id": doc.doc_id,
+        "source": doc.source,
+        "institution": doc.institution,
+        "lang": doc.lang,
+        "title": doc.title,
+        "doc_type": doc.doc_type,
+        "published": iso_date_or_period(doc.published),
+        "source_path": path,
+        "split": _split(src, doc),
+        "blocks": [b.__dict__ for b in doc.blocks],
+    }
+
+
+def _unusable_qa_rows(doc: LoadedDoc, path: str) -> list[dict]:
+    """Quarantine rows for the document's QAs whose clue (or, without a clue, answer) is not in
+    the context: they stay in source_qas, flagged, but are not used as seeds."""
+    rows = []
+    for qa in doc.qas:
+        if "clue_not_in_context" in qa["flags"] or ("answer_not_in_context" in qa["flags"] and not qa["clue_text"]):
+            field = "answer.clue_text" if "clue_not_in_context" in qa["flags"] else "answer.text"
+            rows.append(
+                {
+                    "source": doc.source,
+                    "path": path,
+                    "record_id": qa["qa_id"],
+                    "field": field,
+                    "stage": "ingest",
+                    "error": f"{field} does not occur in its cleaned context; the QA is not used as a seed",
+                }
+            )
+    return rows
+
+
+def run(inputs: Frames, ctx: StageContext[IngestConfig]) -> Frames:
+    cfg = ctx.config
+    docs: list[dict] = []
+    qas: list[dict] = []
+    facts: dict[str, dict] = {}
     filtered: dict[str, int] = {}  # documents left out by `categories`, per source
     loaded: set[str] = set()  # source kinds that gave a document
     seen: set[str] = set()
     files = [(src, f, name) for src in cfg.sources for f, name in source_files(src)]
-    for src in cfg.sources:
-        for f, name in skipped_files(src):
-            quarantine.append(
-                {
-                    "source": src.kind,
-                    "path": name,
-                    "record_id": None,
-                    "field": None,
-                    "stage": "ingest",
-                    "error": "not a regular file (FIFO, socket, device or directory): skipped",
-                }
-            )
+    quarantine = _skipped_rows(cfg)
     for n, (src, f, name) in enumerate(files):
         for item in _load_file(src.kind, f):
             if isinstance(item, Quarantined):
@@ -177,47 +231,14 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
                 filtered[src.kind] = filtered.get(src.kind, 0) + 1
                 continue
             if item.doc_id in seen:
-                quarantine.append(
-                    {
-                        "source": item.source,
-                        "path": item.source_path,
-                        "record_id": item.doc_id,
-                        "field": "doc_id",
-                        "error": "duplicate doc_id (first occurrence kept)",
-                        "stage": "ingest",
-                    }
-                )
+                quarantine.append(_duplicate_row(item))
                 continue
             seen.add(item.doc_id)
             loaded.add(src.kind)
-            docs.append(
-                {
-                    "doc_id": item.doc_id,
-                    "source": item.source,
-                    "institution": item.institution,
-                    "lang": item.lang,
-                    "title": item.title,
-                    "doc_type": item.doc_type,
-                    "published": iso_date_or_period(item.published),
-                    "source_path": item.source_path.replace(str(f), name),
-                    "split": _split(src, item),
-                    "blocks": [b.__dict__ for b in item.blocks],
-                }
-            )
-            qas.extend(item.qas)
-            for qa in item.qas:  # kept (flagged) in source_qas, and reported in quarantine
-                if "clue_not_in_context" in qa["flags"] or ("answer_not_in_context" in qa["flags"] and not qa["clue_text"]):
-                    field = "answer.clue_text" if "clue_not_in_context" in qa["flags"] else "answer.text"
-                    quarantine.append(
-                        {
-                            "source": item.source,
-                            "path": item.source_path.replace(str(f), name),
-                            "record_id": qa["qa_id"],
-                            "field": field,
-                            "stage": "ingest",
-                            "error": f"{field} does not occur in its cleaned context; the QA is not used as a seed",
-                        }
-                    )
+            path = item.source_path.replace(str(f), name)
+            docs.append(_document_row(src, item, path))
+            qas.extend(item.qas)  # kept (flagged) in source_qas, and reported in quarantine
+            quarantine += _unusable_qa_rows(item, path)
         ctx.progress(n + 1, len(files))
     for kind, n in sorted(filtered.items()):
         print(f"ingest: {n} {kind} document(s) left out by the source's `categories`")

@@ -50,9 +50,13 @@ from finhallu.injectors import (
 from finhallu.injectors.false_acceptance import MIN_HARD_NEGATIVES
 from finhallu.injectors.ops import InjectOut
 from finhallu.injectors.verify import edit_distance
-from typing import Literal
+from typing import Literal, get_args
 from pydantic import Field, model_validator
 from finhallu.schemas.section import Section
+
+
+EntityStrategy = Literal["embedding", "instructed"]
+EntitySelection = Literal["uniform", "theme", "position"]
 
 
 class InjectConfig(Section):
@@ -65,10 +69,8 @@ class InjectConfig(Section):
     # The LLM role of each injector, by position (default injector_a, injector_b).
     injector_roles: list[str] = Field(default_factory=lambda: ["injector_a", "injector_b"])
     # entity_error: replacement strategy and mention selection, drawn per dialogue from these lists.
-    entity_strategies: list[Literal["embedding", "instructed"]] = Field(default_factory=lambda: ["embedding", "instructed"])
-    entity_selections: list[Literal["uniform", "theme", "position"]] = Field(
-        default_factory=lambda: ["uniform", "theme", "position"]
-    )
+    entity_strategies: list[EntityStrategy] = Field(default_factory=lambda: list(get_args(EntityStrategy)))
+    entity_selections: list[EntitySelection] = Field(default_factory=lambda: list(get_args(EntitySelection)))
     entity_noise_sigma: float = Field(0.5, ge=0.0)  # norm of the Gaussian noise on a unit entity embedding
     # Every subtype a split can carry is injected at least this often there before types are balanced.
     min_per_subtype: int = Field(1, ge=0)
@@ -226,7 +228,9 @@ class _Injector:
             if len(confirmed) < MIN_HARD_NEGATIVES:
                 return None
             view = dataclasses.replace(view, hard_negatives=confirmed)
-        instruction = find_leaf(htype, subtype).instruction
+        leaf = find_leaf(htype, subtype)
+        assert leaf is not None, f"{htype}/{subtype} is not a registered leaf"  # the leaves come from the registry
+        instruction = leaf.instruction
         out: InjectOut = self.llm.call(
             self.role,
             f"inject_{htype}",
@@ -303,7 +307,9 @@ def _assign(
     items = [(d, inj, {lf: v for lf, v in feas.items() if w(lf[0]) > 0}) for d, inj, feas in items]
     tie = {d["dialogue_id"]: rng.random() for d, _, _ in items}
     feasible = Counter(leaf for _, _, feas in items for leaf in feas)
-    type_n, type_by_inj, leaf_n = Counter(), Counter(), Counter()
+    type_n: Counter[str] = Counter()
+    type_by_inj: Counter[tuple[str, str]] = Counter()
+    leaf_n: Counter[tuple] = Counter()
     chosen: dict[str, tuple] = {}
 
     def take(d, inj, leaf):
@@ -346,36 +352,23 @@ def _assign(
     return sorted(out, key=lambda x: x[0]["dialogue_id"])
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
-    cfg: InjectConfig = ctx.config
-    registry = load_injectors()
-    unknown = [t for t in cfg.types if t not in registry]
-    if unknown:
-        raise ValueError(f"inject.types names unknown hallucination types {unknown}; registered: {sorted(registry)}")
-    llm = ctx.llm
-    roles = cfg.injector_roles or [f"injector_{c}" for c in "ab"]
-    passed = set(inputs["dialogue_qc"].filter(pl.col("passed"))["dialogue_id"].to_list())
-    dialogues = inputs["dialogues"].filter(pl.col("dialogue_id").is_in(list(passed))).sort("dialogue_id")
-    turns_by_dlg: dict[str, list[dict]] = {}
-    for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
-        turns_by_dlg.setdefault(t["dialogue_id"], []).append(t)
-    seeds = {s["seed_id"]: s for s in inputs["qa_seeds"].iter_rows(named=True)}
+# One dialogue to inject: (split, dialogue, injector, subtype order, feasible turns per leaf).
+_Work = tuple[str, dict, _Injector, list, dict]
+
+
+def _answerable_seeds_by_doc(seeds: dict) -> dict[str, list[dict]]:
+    """Each document's answerable seeds in seed-id order (a turn's sibling seeds)."""
     by_doc: dict[str, list[dict]] = {}
     for s in seeds.values():
         if s["answerable"]:
             by_doc.setdefault(s["doc_id"], []).append(s)
     for v in by_doc.values():
         v.sort(key=lambda s: s["seed_id"])
-    passages = inputs["passages"].select("passage_id", "text", "doc_id", "split", "lang")
-    passage_rows = {p["passage_id"]: p for p in passages.iter_rows(named=True)}
-    # P_n for False Acceptance: the first K hard negatives, K as the turns' contexts have it.
-    k = max((len(c) for c in inputs["turns"]["context"].to_list()), default=10)
-    negatives = _FalseAcceptanceNegatives(
-        inputs["hard_negatives"], seeds, passage_rows, llm, ctx.sections.get("retrieve") or HardNegativeConfig(), k
-    )
-    sources = [
-        _Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry, negatives) for i, name in enumerate(cfg.injectors)
-    ]
+    return by_doc
+
+
+def _entity_inventories(passages: pl.DataFrame, dialogues: pl.DataFrame, cfg: InjectConfig, registry: dict) -> dict:
+    """Per (split, language) of the dialogues, the entities entity_error may swap in (none when it is off)."""
     inventories = {}
     if "entity_error" in registry["contradictory"].subtypes and "contradictory" in cfg.types:
         for (split, lang), part in sorted(
@@ -383,21 +376,46 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             key=lambda g: g[0],
         ):
             inventories[(split, lang)] = entities.EntityInventory.build(part.sort("passage_id")["text"].to_list(), lang)
-    data = {
+    return inventories
+
+
+def _view_data(inputs: Frames, dialogues: pl.DataFrame, registry: dict, llm: LLMRouter, ctx: StageContext[InjectConfig]) -> dict:
+    """What the turn views draw on: passages, seeds, P_n, sibling seeds, entity and claim inventories."""
+    cfg = ctx.config
+    seeds = {s["seed_id"]: s for s in inputs["qa_seeds"].iter_rows(named=True)}
+    by_doc = _answerable_seeds_by_doc(seeds)
+    passages = inputs["passages"].select("passage_id", "text", "doc_id", "split", "lang")
+    passage_rows = {p["passage_id"]: p for p in passages.iter_rows(named=True)}
+    # P_n for False Acceptance: the first K hard negatives, K as the turns' contexts have it.
+    k = max((len(c) for c in inputs["turns"]["context"].to_list()), default=10)
+    negatives = _FalseAcceptanceNegatives(
+        inputs["hard_negatives"], seeds, passage_rows, llm, ctx.sections.get("retrieve") or HardNegativeConfig(), k
+    )
+    return {
         "passages": passage_rows,
         "seeds": seeds,
         "negatives": negatives,
         "by_doc": by_doc,
-        "entities": inventories,
+        "entities": _entity_inventories(passages, dialogues, cfg, registry),
         "claims": fabricate.inventories(inputs["passages"], dialogues["split"].unique().to_list())
         if "unverifiable" in cfg.types
         else {},
     }
 
-    leaves = _leaves(cfg, registry)
-    rows, done = [], 0
-    given_up: Counter = Counter()  # dialogues without an injection, by why
-    work: list[tuple] = []  # (split, dialogue, injector, subtype order, feasible turns), every split's
+
+def _plan(
+    dialogues: pl.DataFrame,
+    turns_by_dlg: dict[str, list[dict]],
+    data: dict,
+    sources: list[_Injector],
+    leaves: list[tuple[str, str | None]],
+    ctx: StageContext[InjectConfig],
+) -> tuple[list[_Work], int]:
+    """Every split's dialogues assigned a subtype order (the test split alternates the injectors),
+    and how many dialogues were looked at (the first half of the stage's progress)."""
+    cfg = ctx.config
+    work: list[_Work] = []
+    done = 0
     for split in SPLITS:
         dl = list(dialogues.filter(pl.col("split") == split).iter_rows(named=True))
         if not dl:
@@ -413,13 +431,36 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
             done += 1
             ctx.progress(done, dialogues.height * 2)
         work += [(split, *a) for a in _assign(items, rng, cfg.min_per_subtype, cfg.weights())]
-    base = done
+    return work, done
+
+
+def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
+    cfg = ctx.config
+    registry = load_injectors()
+    unknown = [t for t in cfg.types if t not in registry]
+    if unknown:
+        raise ValueError(f"inject.types names unknown hallucination types {unknown}; registered: {sorted(registry)}")
+    llm = ctx.llm
+    roles = cfg.injector_roles or [f"injector_{c}" for c in "ab"]
+    passed = set(inputs["dialogue_qc"].filter(pl.col("passed"))["dialogue_id"].to_list())
+    dialogues = inputs["dialogues"].filter(pl.col("dialogue_id").is_in(list(passed))).sort("dialogue_id")
+    turns_by_dlg: dict[str, list[dict]] = {}
+    for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
+        turns_by_dlg.setdefault(t["dialogue_id"], []).append(t)
+    data = _view_data(inputs, dialogues, registry, llm, ctx)
+    sources = [
+        _Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry, data["negatives"])
+        for i, name in enumerate(cfg.injectors)
+    ]
+    work, base = _plan(dialogues, turns_by_dlg, data, sources, _leaves(cfg, registry), ctx)
 
     def report(n: int, _total: int) -> None:
         ctx.progress(base + n, dialogues.height * 2)
 
     # Each dialogue's attempts run in order; all dialogues of every split together (see llm.parallel).
     outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, [*roles, JUDGE], report)
+    rows = []
+    given_up: Counter = Counter()  # dialogues without an injection, by why
     for (split, d, inj, _, _), (made, why) in zip(work, outcomes):
         if made:
             rows.append(_row(d, split, inj, *made))

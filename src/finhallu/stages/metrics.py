@@ -170,7 +170,8 @@ def _settings(s: pl.DataFrame, full: bool) -> list[Setting]:
     return out
 
 
-def _row(ctx: dict, setting: str, slice_name: str, metric: str, value: float, ci=(None, None), n: int = 0) -> dict:
+def _row(ctx: dict, setting: str, slice_name: str, metric: str, value: float | np.ndarray, ci=(None, None), n: int = 0) -> dict:
+    """A `metrics` row; `value` a number or a 0-d array (an unweighted metric)."""
     return {
         **ctx,
         "setting": setting,
@@ -219,8 +220,10 @@ def _threshold_rows(df: pl.DataFrame, cfg: MetricsConfig, base: dict, resampler:
     ya, sa = adf["label_binary"].to_numpy().astype(str), adf["score"].to_numpy().astype(float)
     pa = np.where(sa >= t, POS, "faithful")
     point = binary_metrics(ya, pa)
-    counts = resampler.counts(adf["sample_id"].to_list(), adf["label_4class"].to_numpy().astype(str)) if resampler else None
-    cis = _bootstrap(ya, pa, binary_metrics, counts, cfg.confidence) if resampler else {}
+    cis: dict[str, tuple[float, float]] = {}
+    if resampler:
+        counts = resampler.counts(adf["sample_id"].to_list(), adf["label_4class"].to_numpy().astype(str))
+        cis = _bootstrap(ya, pa, binary_metrics, counts, cfg.confidence)
     name = f"{tune}->{apply}"
     rows.append(_row(base, "threshold", name, "threshold", t, n=len(yt)))
     for metric in ("accuracy", "precision", "recall", "f1", "mcc", "balanced_accuracy"):
@@ -247,6 +250,104 @@ def _correct_matrix(joined: pl.DataFrame, detectors: list[str], setting: str, sp
     return wide.select(detectors).to_numpy().astype(bool), wide.height
 
 
+# The columns a test row leaves empty unless its test fills them.
+_BLANK_TEST = {"df": None, "p_holm": None, "a_only_correct": None, "b_only_correct": None, "net": None}
+
+
+def _mcnemar_rows(
+    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, base: dict
+) -> list[dict]:
+    """McNemar for every pair of detectors, with Holm-adjusted p-values over the pairs."""
+    pair_rows = []
+    for a, b in itertools.combinations(detectors, 2):
+        x, n = _correct_matrix(joined, [a, b], setting, split)
+        if not n:
+            continue
+        t = stats.mcnemar(x[:, 0], x[:, 1])
+        pair_rows.append(
+            {
+                **base,
+                **_BLANK_TEST,
+                "test": "mcnemar_exact" if t.exact else "mcnemar_chi2",
+                "setting": setting,
+                "slice": slice_name,
+                "detector_a": a,
+                "detector_b": b,
+                "detectors": [a, b],
+                "n": n,
+                "statistic": t.statistic,
+                "p_value": t.p_value,
+                "a_only_correct": t.a_only,
+                "b_only_correct": t.b_only,
+                "net": t.b_only - t.a_only,
+            }
+        )
+    for r, p in zip(pair_rows, stats.holm([r["p_value"] for r in pair_rows])):
+        r["p_holm"] = float(p)
+    return pair_rows
+
+
+def _cochran_rows(
+    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, base: dict
+) -> list[dict]:
+    """Cochran's Q over all detectors (three or more, on the samples every one scored)."""
+    if len(detectors) < 3:
+        return []
+    x, n = _correct_matrix(joined, detectors, setting, split)
+    if not n:
+        return []
+    q = stats.cochrans_q(x)
+    return [
+        {
+            **base,
+            **_BLANK_TEST,
+            "test": "cochran_q",
+            "setting": setting,
+            "slice": slice_name,
+            "detector_a": "*",
+            "detector_b": "*",
+            "detectors": detectors,
+            "n": n,
+            "statistic": q.statistic,
+            "df": q.df,
+            "p_value": q.p_value,
+        }
+    ]
+
+
+def _helped_hurt_rows(
+    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, cfg: MetricsConfig, base: dict
+) -> list[dict]:
+    """Per configured (baseline, condition) pair: the samples the condition helped and hurt."""
+    rows = []
+    for baseline, condition in cfg.condition_pairs:
+        if baseline not in detectors or condition not in detectors:
+            continue
+        x, n = _correct_matrix(joined, [baseline, condition], setting, split)
+        if not n:
+            continue
+        imp = stats.helped_hurt(x[:, 0], x[:, 1])
+        rows.append(
+            {
+                **base,
+                **_BLANK_TEST,
+                "test": "helped_hurt",
+                "setting": setting,
+                "slice": slice_name,
+                "detector_a": baseline,
+                "detector_b": condition,
+                "detectors": [baseline, condition],
+                "n": n,
+                "statistic": imp.test.statistic,
+                "p_value": imp.test.p_value,
+                "a_only_correct": imp.hurt,
+                "b_only_correct": imp.helped,
+                "net": imp.net,
+            }
+        )
+    return rows
+
+
 def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list[dict]:
     detectors = sorted(joined["detector"].unique().to_list())
     splits = set(joined["split"].unique().to_list())
@@ -256,81 +357,11 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list
         else []
     )
     rows = []
-    blank = {"df": None, "p_holm": None, "a_only_correct": None, "b_only_correct": None, "net": None}
     for setting in ("binary", "4class"):
         for slice_name, split in scopes:
-            pair_rows = []
-            for a, b in itertools.combinations(detectors, 2):
-                x, n = _correct_matrix(joined, [a, b], setting, split)
-                if not n:
-                    continue
-                t = stats.mcnemar(x[:, 0], x[:, 1])
-                pair_rows.append(
-                    {
-                        **base,
-                        **blank,
-                        "test": "mcnemar_exact" if t.exact else "mcnemar_chi2",
-                        "setting": setting,
-                        "slice": slice_name,
-                        "detector_a": a,
-                        "detector_b": b,
-                        "detectors": [a, b],
-                        "n": n,
-                        "statistic": t.statistic,
-                        "p_value": t.p_value,
-                        "a_only_correct": t.a_only,
-                        "b_only_correct": t.b_only,
-                        "net": t.b_only - t.a_only,
-                    }
-                )
-            for r, p in zip(pair_rows, stats.holm([r["p_value"] for r in pair_rows])):
-                r["p_holm"] = float(p)
-            rows += pair_rows
-            if len(detectors) >= 3:
-                x, n = _correct_matrix(joined, detectors, setting, split)
-                if n:
-                    q = stats.cochrans_q(x)
-                    rows.append(
-                        {
-                            **base,
-                            **blank,
-                            "test": "cochran_q",
-                            "setting": setting,
-                            "slice": slice_name,
-                            "detector_a": "*",
-                            "detector_b": "*",
-                            "detectors": detectors,
-                            "n": n,
-                            "statistic": q.statistic,
-                            "df": q.df,
-                            "p_value": q.p_value,
-                        }
-                    )
-            for baseline, condition in cfg.condition_pairs:
-                if baseline not in detectors or condition not in detectors:
-                    continue
-                x, n = _correct_matrix(joined, [baseline, condition], setting, split)
-                if not n:
-                    continue
-                imp = stats.helped_hurt(x[:, 0], x[:, 1])
-                rows.append(
-                    {
-                        **base,
-                        **blank,
-                        "test": "helped_hurt",
-                        "setting": setting,
-                        "slice": slice_name,
-                        "detector_a": baseline,
-                        "detector_b": condition,
-                        "detectors": [baseline, condition],
-                        "n": n,
-                        "statistic": imp.test.statistic,
-                        "p_value": imp.test.p_value,
-                        "a_only_correct": imp.hurt,
-                        "b_only_correct": imp.helped,
-                        "net": imp.net,
-                    }
-                )
+            rows += _mcnemar_rows(joined, detectors, setting, slice_name, split, base)
+            rows += _cochran_rows(joined, detectors, setting, slice_name, split, base)
+            rows += _helped_hurt_rows(joined, detectors, setting, slice_name, split, cfg, base)
     return rows
 
 
@@ -378,7 +409,7 @@ def evaluate(
     return metrics, confusion, detector_tests
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
+def run(inputs: Frames, ctx: StageContext[MetricsConfig]) -> Frames:
     cfg: MetricsConfig = ctx.config
     samples = inputs["samples"]
     version = ctx.input_hashes.get("samples", "unversioned")[:16]

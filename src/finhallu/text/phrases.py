@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from finhallu.text.sentences import tokenize_korean
 from finhallu.text.words import content_words, is_particle
+
+if TYPE_CHECKING:
+    from kiwipiepy import Token
 
 _NOUN_TAGS = ("NNG", "NNP", "SL", "SH")
 _WH = {"얼마", "무엇", "어디", "언제", "누구", "이상", "이하", "미만", "초과", "경우", "기준", "내용", "최근", "현재"}
@@ -21,7 +25,8 @@ def noun_phrases(text: str, spaced: bool = False) -> tuple[tuple[str, int, int],
     ("예금자보호 한도"). Verbal nouns (이용하다) are left out.
     """
     toks = tokenize_korean(text)
-    out, run = [], []
+    out: list[tuple[str, int, int]] = []
+    run: list[Token] = []  # the nouns of the phrase being read
 
     def flush(nxt_tag: str | None):
         if run and not (nxt_tag or "").startswith(("XSV", "XSA")):

@@ -220,7 +220,9 @@ class Catalog:
             return False  # written before the catalog recorded its home
         finally:
             con.close()
-        return bool(row) and row[0] == str(self.home.resolve())
+        if not row:
+            return False
+        return row[0] == str(self.home.resolve())
 
 
 HOME_VIEW = "_finhallu_home"

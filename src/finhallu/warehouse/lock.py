@@ -7,6 +7,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TextIO
 
 
 class HomeBusy(RuntimeError):
@@ -18,7 +19,7 @@ class HomeLock:
         self.path = Path(home) / ".build.lock"
         self.owner = owner
         self.wait_s = wait_s
-        self._fh = None
+        self._fh: TextIO | None = None  # the open lock file while held
 
     def holder(self) -> dict:
         try:

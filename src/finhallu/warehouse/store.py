@@ -126,12 +126,14 @@ class TableStore:
 
     def is_published(self, ref: TableRef) -> bool:
         rec = self.record(ref.name, ref.version)
-        return bool(rec) and rec["content_hash"] == ref.content_hash and Path(ref.path, "part-0.parquet").exists()
+        if not rec:
+            return False
+        return rec["content_hash"] == ref.content_hash and Path(ref.path, "part-0.parquet").exists()
 
     # ---- housekeeping ---------------------------------------------------------------
     def sweep(self) -> list[str]:
         """Remove temp dirs and orphan versions left by killed publishes (call under the home lock)."""
-        removed = []
+        removed: list[str] = []
         if not self.tables_dir.exists():
             return removed
         for table_dir in self.tables_dir.iterdir():

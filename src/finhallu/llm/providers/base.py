@@ -117,7 +117,7 @@ class RemoteProvider:
     key_envs: tuple[str, ...] = ()  # where its API key is looked for, in order (a role's api_key_env overrides)
     key_optional = False  # True: a server that accepts any key (vLLM, Ollama) gets a placeholder when none is set
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._clients: dict[tuple, object] = {}
         self._lock = threading.Lock()
 

@@ -8,6 +8,7 @@ runtime's retry policy is the only one.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from finhallu.llm.errors import ProviderError
 from finhallu.llm.providers import register_provider
@@ -107,7 +108,7 @@ class GeminiProvider(RemoteProvider):
 
     @staticmethod
     def api_error(who: str, exc) -> ProviderError:
-        headers = getattr(getattr(exc, "response", None), "headers", None)
+        headers: Any = getattr(getattr(exc, "response", None), "headers", None)  # a mapping, or not: tried below
         try:
             headers.get("retry-after")
         except Exception:  # not a mapping (a replay or an aiohttp response): no Retry-After

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from finhallu.llm.errors import ProviderError
 from finhallu.llm.providers import register_provider
@@ -50,7 +51,7 @@ class OpenAIProvider(RemoteProvider):
 
     def body(self, request: LLMRequest) -> dict:
         p = request.params
-        body = {"model": request.model, "messages": [{"role": r, "content": c} for r, c in request.messages]}
+        body: dict[str, Any] = {"model": request.model, "messages": [{"role": r, "content": c} for r, c in request.messages]}
         if p.get("temperature") is not None:
             body["temperature"] = p["temperature"]
         if p.get("max_tokens"):

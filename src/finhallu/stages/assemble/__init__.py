@@ -8,6 +8,8 @@ plus the validity measures of DESIGN (fingerprints, leakage, retrieval recall).
 
 from __future__ import annotations
 
+from typing import Any, Callable, cast
+
 import numpy as np
 import polars as pl
 
@@ -23,6 +25,10 @@ from finhallu.schemas.section import Section
 
 class AssembleConfig(Section):
     fingerprint_folds: int = 5
+
+
+# Adds one `dataset_stats` row: (split, metric, slice, value).
+StatAdder = Callable[[str, str, str, Any], None]
 
 
 def build_samples(inputs: Frames) -> pl.DataFrame:
@@ -97,7 +103,12 @@ def morpheme_counts(texts: list[str]) -> list[int]:
     return [sum(1 for t in toks if not t.tag.startswith(_PUNCT_TAGS)) for toks in analysed]
 
 
-def _table2(s: pl.DataFrame, dialogues: pl.DataFrame, add) -> None:
+def _mean(col: pl.Series) -> float:
+    """A numeric column's mean (polars types a reduction as any Python value)."""
+    return cast(float, col.mean())
+
+
+def _table2(s: pl.DataFrame, dialogues: pl.DataFrame, add: StatAdder) -> None:
     """The paper's Table 2 for one split: dialogues, unique passages, turns, lengths, % unanswerable."""
     split = s["split"][0] if s["split"].n_unique() == 1 else "all"
     add(split, "dialogues", "all", s["dialogue_id"].n_unique())
@@ -116,14 +127,14 @@ def _table2(s: pl.DataFrame, dialogues: pl.DataFrame, add) -> None:
     if ko.height:  # Korean lengths in morphemes (Kiwi), as the paper reports them
         add(split, "mean_query_morphemes", "ko", float(np.mean(morpheme_counts(ko["query"].to_list()))))
         add(split, "mean_response_morphemes", "ko", float(np.mean(morpheme_counts(ko["response"].to_list()))))
-    add(split, "pct_unanswerable", "all", 100.0 * (~s["answerable"]).mean())
+    add(split, "pct_unanswerable", "all", 100.0 * _mean(~s["answerable"]))
     add(split, "mean_turn_index", "all", s["turn_index"].mean())
-    add(split, "mean_history_turns", "all", s["history"].list.len().mean() / 2)
+    add(split, "mean_history_turns", "all", _mean(s["history"].list.len()) / 2)
     add(split, "mean_response_chars", "all", s["response"].str.len_chars().mean())
     add(split, "mean_query_chars", "all", s["query"].str.len_chars().mean())
 
 
-def _label_verification(injections: pl.DataFrame, iq: pl.DataFrame, add) -> None:
+def _label_verification(injections: pl.DataFrame, iq: pl.DataFrame, add: StatAdder) -> None:
     """Per type/subtype: generated, verified by the label verifier, passed QC, dropped by reason
     (the reason's rule: "hallucinated: number_error", "counterpart: faithful_answer", "fluency")."""
     if not iq.height:
@@ -145,7 +156,7 @@ def _label_verification(injections: pl.DataFrame, iq: pl.DataFrame, add) -> None
     add("all", "label_verified_share", "all", j["verified"].mean())
 
 
-def _coverage(samples: pl.DataFrame, documents: pl.DataFrame, add) -> None:
+def _coverage(samples: pl.DataFrame, documents: pl.DataFrame, add: StatAdder) -> None:
     """Documents and samples per split and source (coverage.py reads empty ones as warnings)."""
     for metric, frame in (("coverage_documents", documents), ("coverage_samples", samples)):
         if frame.height:
@@ -153,19 +164,13 @@ def _coverage(samples: pl.DataFrame, documents: pl.DataFrame, add) -> None:
                 add(split, metric, source, n)
 
 
-def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, seed: int) -> pl.DataFrame:
-    rows: list[dict] = []
-
-    def add(split, metric, slice_, value):
-        rows.append({"split": split, "metric": metric, "slice": slice_, "value": float(value)})
-
-    injections = inputs["injections"]
-    kept = injections.filter(pl.col("injection_id").is_in(samples["pair_id"].unique().to_list()))
+def _split_composition(samples: pl.DataFrame, kept: pl.DataFrame, dialogues: pl.DataFrame, add: StatAdder) -> None:
+    """Per split (and all): samples, pairs, Table 2, and the samples and kept pairs by each facet."""
     for split in ["all"] + sorted(samples["split"].unique().to_list()):
         s = samples if split == "all" else samples.filter(pl.col("split") == split)
         add(split, "samples", "all", s.height)
         add(split, "pairs", "all", s["pair_id"].n_unique())
-        _table2(s if split != "all" else s.with_columns(split=pl.lit("all")), inputs["dialogues"], add)
+        _table2(s if split != "all" else s.with_columns(split=pl.lit("all")), dialogues, add)
         for col in ("label_4class", "hallu_type", "hallu_subtype", "source", "lang", "injector", "institution"):
             for key, n in s.group_by(col).len().sort(col).iter_rows():
                 if key is not None:
@@ -173,15 +178,25 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
         k = kept if split == "all" else kept.filter(pl.col("split") == split)
         for key, n in k.group_by("strategy").len().sort("strategy").iter_rows():
             add(split, "pairs_by_strategy", key, n)
-    # Edit size of the minimal-edit subtypes (kept injections): small by construction.
+
+
+def _edit_sizes(kept: pl.DataFrame, add: StatAdder) -> None:
+    """Edit size of the minimal-edit subtypes (kept injections): small by construction."""
     for sub in minimal_edit_subtypes():
         k = kept.filter(pl.col("hallu_subtype") == sub)
         if k.height:
             add("all", "mean_edit_words", sub, k["edit_words"].mean())
             add("all", "max_edit_words", sub, k["edit_words"].max())
             add("all", "mean_edit_chars", sub, k["edit_chars"].mean())
-    d = inputs["dialogues"]
-    qc = inputs["dialogue_qc"]
+
+
+def _dropped_by(qc: pl.DataFrame, crit: str) -> int:
+    """QC rows one of whose reasons is the criterion's."""
+    return qc.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height
+
+
+def _dialogue_qc(d: pl.DataFrame, qc: pl.DataFrame, add: StatAdder) -> None:
+    """Dialogues generated, their QC retention (all and per split), QC scores and drops per criterion."""
     add("all", "dialogues_generated", "all", d.height)
     add("all", "dialogue_retention", "all", qc["passed"].mean() if qc.height else 0.0)
     for split in sorted(d["split"].unique().to_list()):
@@ -191,28 +206,22 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
     for crit in ("answerability", "plausibility", "correctness", "diversity", "coherency"):
         if qc.height:
             add("all", "dialogue_qc_mean", crit, qc[crit].mean())
-            add(
-                "all",
-                "dialogue_qc_dropped_by",
-                crit,
-                qc.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height,
-            )
+            add("all", "dialogue_qc_dropped_by", crit, _dropped_by(qc, crit))
     add("all", "mean_turns_per_dialogue", "all", d["n_turns"].mean())
     add("all", "dialogues_with_reconfirm", "all", d["has_reconfirm"].sum())
-    iq = inputs["injection_qc"]
+
+
+def _injection_qc(injections: pl.DataFrame, iq: pl.DataFrame, add: StatAdder) -> None:
+    """Injections generated, their QC retention and drops per criterion."""
     add("all", "injections_generated", "all", injections.height)
     add("all", "injection_retention", "all", iq["passed"].mean() if iq.height else 0.0)
     for crit in ("appropriateness", "naturalness"):
         if iq.height:
-            add(
-                "all",
-                "injection_qc_dropped_by",
-                crit,
-                iq.filter(pl.col("reasons").list.eval(pl.element().str.starts_with(crit + " ")).list.any()).height,
-            )
-    _label_verification(injections, iq, add)
-    _coverage(samples, inputs["documents"], add)
-    # Leakage: documents, passages and institutions shared between splits (must be 0).
+            add("all", "injection_qc_dropped_by", crit, _dropped_by(iq, crit))
+
+
+def _leakage(samples: pl.DataFrame, add: StatAdder) -> None:
+    """Passages and institutions shared between splits (must be 0)."""
     shown = samples.select("split", pl.col("passages").list.eval(pl.element().struct.field("passage_id")).alias("p")).explode("p")
     add(
         "all",
@@ -226,25 +235,46 @@ def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, se
         "all",
         samples.group_by("institution").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1).height,
     )
-    ret = inputs["retrievals"]
-    n_answerable = int(inputs["qa_seeds"]["answerable"].sum()) or 1
-    for k in (1, 5, 10):
-        hit = ret.filter(pl.col("is_gold") & (pl.col("rank") <= k))["seed_id"].n_unique()
-        add("all", f"retrieval_recall@{k}", "all", hit / n_answerable)
-    hn = inputs["hard_negatives"]
+
+
+def _retrieval(retrievals: pl.DataFrame, seeds: pl.DataFrame, hard_negatives: pl.DataFrame, add: StatAdder) -> None:
+    """Gold-passage recall at 1/5/10 over answerable seeds, and the hard-negative filter's retention."""
+    n_answerable = int(seeds["answerable"].sum()) or 1
+    for depth in (1, 5, 10):
+        hit = retrievals.filter(pl.col("is_gold") & (pl.col("rank") <= depth))["seed_id"].n_unique()
+        add("all", f"retrieval_recall@{depth}", "all", hit / n_answerable)
+    hn = hard_negatives
     step1 = hn.filter(pl.col("clue_absent") & pl.col("answer_absent"))
     add("all", "hard_negative_candidates", "all", hn.height)
     add("all", "hard_negative_step1_retention", "all", step1.height / max(1, hn.height))
     judged = step1.filter(pl.col("unanswerable").is_not_null())  # step 2 asks lazily (retrieve.judge_lazily)
     add("all", "hard_negative_judged", "all", judged.height)
     add("all", "hard_negative_step2_retention", "all", judged["is_hard_negative"].sum() / max(1, judged.height))
+
+
+def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, seed: int) -> pl.DataFrame:
+    rows: list[dict] = []
+
+    def add(split: str, metric: str, slice_: str, value: Any) -> None:
+        rows.append({"split": split, "metric": metric, "slice": slice_, "value": float(value)})
+
+    injections = inputs["injections"]
+    kept = injections.filter(pl.col("injection_id").is_in(samples["pair_id"].unique().to_list()))
+    _split_composition(samples, kept, inputs["dialogues"], add)
+    _edit_sizes(kept, add)
+    _dialogue_qc(inputs["dialogues"], inputs["dialogue_qc"], add)
+    _injection_qc(injections, inputs["injection_qc"], add)
+    _label_verification(injections, inputs["injection_qc"], add)
+    _coverage(samples, inputs["documents"], add)
+    _leakage(samples, add)
+    _retrieval(inputs["retrievals"], inputs["qa_seeds"], inputs["hard_negatives"], add)
     for metric, slice_, value in fingerprint_scores(samples, cfg.fingerprint_folds, seed) + shortcut_scores(samples):
         add("all", metric, slice_, value)
     return pl.DataFrame(rows)
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
-    cfg: AssembleConfig = ctx.config
+def run(inputs: Frames, ctx: StageContext[AssembleConfig]) -> Frames:
+    cfg = ctx.config
     samples = build_samples(inputs)
     if samples.height == 0:  # nothing survived QC: let the samples gate say so (exit 2), not a crash
         return {"samples": samples, "dataset_stats": pl.DataFrame()}

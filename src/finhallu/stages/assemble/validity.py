@@ -18,6 +18,7 @@ prints them for any home.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -106,6 +107,11 @@ def fingerprint_scores(samples: pl.DataFrame, folds: int, seed: int) -> list[tup
     return out
 
 
+def _mean(col: pl.Series) -> float:
+    """A numeric column's mean as a float (polars types a reduction as any Python value)."""
+    return float(cast(float, col.mean()))
+
+
 def shortcut_scores(samples: pl.DataFrame) -> list[tuple[str, str, float]]:
     """(metric, slice, value) of the verbatim-copy rule and the turn depth per type."""
     if samples.height == 0:
@@ -119,8 +125,8 @@ def shortcut_scores(samples: pl.DataFrame) -> list[tuple[str, str, float]]:
     out.append(("shortcut_near_copy_accuracy", "all", float((near == y).mean())))
     hallu = samples.filter(pl.col("hallu_type").is_not_null())
     for (t,), g in sorted(hallu.group_by("hallu_type"), key=lambda kv: kv[0]):
-        out.append(("shortcut_turn2plus_share", t, float((g["turn_index"] >= 2).mean())))
-    out.append(("shortcut_mean_turn", "all", float(samples["turn_index"].mean())))
+        out.append(("shortcut_turn2plus_share", t, _mean(g["turn_index"] >= 2)))
+    out.append(("shortcut_mean_turn", "all", _mean(samples["turn_index"])))
     return out
 
 

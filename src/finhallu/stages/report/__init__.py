@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from importlib import resources
+from typing import cast
 
 import jinja2
 import numpy as np
@@ -212,7 +213,7 @@ def curves(detections: pl.DataFrame, samples: pl.DataFrame, points: int) -> dict
     return {
         "roc": roc,
         "pr": pr,
-        "base_rate": float((joined["label_binary"] == "hallucinated").mean() or 0) if joined.height else 0.0,
+        "base_rate": float(cast(float | None, (joined["label_binary"] == "hallucinated").mean()) or 0) if joined.height else 0.0,
     }
 
 
@@ -383,12 +384,12 @@ def render_comparison(current: pl.DataFrame, previous: pl.DataFrame | None, titl
             )
     versions = {
         "current": current.select("dataset", "dataset_version").unique().to_dicts() if current.height else [],
-        "previous": previous.select("dataset", "dataset_version").unique().to_dicts() if prev else [],
+        "previous": previous.select("dataset", "dataset_version").unique().to_dicts() if prev and previous is not None else [],
     }
     return _template("report_compare.html.j2").render(title=title, rows=rows, versions=versions, has_previous=prev is not None)
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
+def run(inputs: Frames, ctx: StageContext[ReportConfig]) -> Frames:
     cfg: ReportConfig = ctx.config
     backends = {role: f"{c.get('provider', 'offline')}:{c.get('model', 'rules')}" for role, c in sorted(ctx.roles.items())}
     html = render(

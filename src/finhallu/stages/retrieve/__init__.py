@@ -42,7 +42,7 @@ class RetrieveConfig(HardNegativeConfig, IndexConfig):
         return self
 
 
-def run(inputs: Frames, ctx: StageContext) -> Frames:
+def run(inputs: Frames, ctx: StageContext[RetrieveConfig]) -> Frames:
     cfg: RetrieveConfig = ctx.config
     passages = (
         inputs["passages"].join(inputs["embeddings"].select("passage_id", "vector", "model"), on="passage_id").sort("passage_id")

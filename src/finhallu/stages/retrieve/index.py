@@ -414,9 +414,11 @@ class SearchIndex:
     def _raw(self, q: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         params = None
         if self.kind == "ivf":
-            params = faiss.SearchParametersIVF(nprobe=int(min(self.search_params.get("nprobe", 32), self.index.nlist)))
+            nprobe = int(min(self.search_params.get("nprobe", 32), self.index.nlist))
+            params = faiss.SearchParametersIVF(nprobe=nprobe)  # type: ignore[call-arg]  # SWIG keyword init; the stubs omit it
         elif self.kind == "hnsw":
-            params = faiss.SearchParametersHNSW(efSearch=int(max(self.search_params.get("ef_search", 128), kk)))
+            ef_search = int(max(self.search_params.get("ef_search", 128), kk))
+            params = faiss.SearchParametersHNSW(efSearch=ef_search)  # type: ignore[attr-defined]  # in faiss, not its stubs
         return self.index.search(q, kk, params=params)
 
     def _search_positions(self, queries: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -487,31 +489,31 @@ def _new_index(kind: str, x: np.ndarray, cfg: Any) -> tuple[Any, dict]:
     """A from-scratch index over x (insertion order = row order) and its build parameters."""
     n, d = x.shape
     if kind == "flat":
-        index = faiss.IndexFlatIP(d)
-        index.add(x)
-        return index, {}
+        flat = faiss.IndexFlatIP(d)
+        flat.add(x)
+        return flat, {}
     if kind == "ivf":
         nlist = ivf_nlist(n, cfg)
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
-        index.cp.seed = int(cfg.index_seed)
-        index.cp.niter = _IVF_NITER
-        index.cp.spherical = True
-        index.cp.max_points_per_centroid = _IVF_MAX_POINTS_PER_CENTROID
-        index.train(x)  # FAISS subsamples (seeded) above max_points_per_centroid * nlist
-        _ivf_add(index, x)
-        return index, {"nlist": nlist, "trained_n": n, "seed": int(cfg.index_seed), "niter": _IVF_NITER}
+        ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf.cp.seed = int(cfg.index_seed)
+        ivf.cp.niter = _IVF_NITER
+        ivf.cp.spherical = True
+        ivf.cp.max_points_per_centroid = _IVF_MAX_POINTS_PER_CENTROID
+        ivf.train(x)  # FAISS subsamples (seeded) above max_points_per_centroid * nlist
+        _ivf_add(ivf, x)
+        return ivf, {"nlist": nlist, "trained_n": n, "seed": int(cfg.index_seed), "niter": _IVF_NITER}
     if kind == "hnsw":
-        index = faiss.IndexHNSWFlat(d, int(cfg.hnsw_m), faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = int(cfg.hnsw_ef_construction)
-        index.hnsw.efSearch = int(cfg.hnsw_ef_search)
-        _hnsw_add(index, x, int(cfg.index_seed))
-        return index, {"M": int(cfg.hnsw_m), "ef_construction": int(cfg.hnsw_ef_construction), "seed": int(cfg.index_seed)}
+        hnsw = faiss.IndexHNSWFlat(d, int(cfg.hnsw_m), faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = int(cfg.hnsw_ef_construction)
+        hnsw.hnsw.efSearch = int(cfg.hnsw_ef_search)
+        _hnsw_add(hnsw, x, int(cfg.index_seed))
+        return hnsw, {"M": int(cfg.hnsw_m), "ef_construction": int(cfg.hnsw_ef_construction), "seed": int(cfg.index_seed)}
     raise ValueError(f"unknown index kind {kind!r}")
 
 
 def _hnsw_add(index: Any, x: np.ndarray, seed: int) -> None:
     # The level generator is not serialized: reseed from (seed, ntotal) so a given base grows the same way.
-    index.hnsw.rng = faiss.RandomGenerator(int((seed * 1_000_003 + index.ntotal) % 2**31))
+    index.hnsw.rng = faiss.RandomGenerator(int((seed * 1_000_003 + index.ntotal) % 2**31))  # type: ignore[attr-defined]  # in faiss, not its stubs
     with _faiss_threads(1):  # parallel insertion makes the graph depend on thread timing
         index.add(x)
 
@@ -608,8 +610,9 @@ def _save(target: Path, index: Any, manifest: dict) -> bool:
     tmp.mkdir()
     try:
         blob = faiss.serialize_index(index)
-        manifest = dict(manifest, index_sha256=hashlib.sha256(blob).hexdigest(), index_bytes=int(blob.nbytes))
-        _fsync_write(tmp / INDEX_FILE, memoryview(blob))
+        # a uint8 array supports the buffer protocol; numpy's stubs do not declare it
+        manifest = dict(manifest, index_sha256=hashlib.sha256(blob).hexdigest(), index_bytes=int(blob.nbytes))  # type: ignore[arg-type]
+        _fsync_write(tmp / INDEX_FILE, memoryview(blob))  # type: ignore[arg-type]
         _fsync_write(tmp / MANIFEST_FILE, json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8"))
         for _ in range(5):
             try:
@@ -653,6 +656,43 @@ def _find_base(
     return None
 
 
+def _check_ids(ids: list[str], n: int) -> None:
+    if len(ids) != n:
+        raise ValueError(f"{len(ids)} ids for {n} vectors")
+    if not all(isinstance(i, str) for i in ids):
+        raise TypeError("ids must be strings")
+    if len(set(ids)) != n:
+        raise ValueError("ids must be unique")
+    if n == 0:
+        raise ValueError("cannot index zero vectors")
+
+
+def _grown_or_new(
+    kind: str, x: np.ndarray, ids: list[str], base: tuple[Any, dict] | None, cfg: Any
+) -> tuple[Any, dict, list[str], str, str | None]:
+    """(index, params, ids in index order, origin, base content hash): the saved `base` grown by
+    the vectors it lacks (appended in row order), or without one an index built from scratch."""
+    if base is None:
+        index, params = _new_index(kind, x, cfg)
+        return index, params, ids, "built", None
+    index, man = base
+    have = set(man["ids"])
+    new_rows = np.array([r for r, i in enumerate(ids) if i not in have], dtype=np.int64)
+    params = dict(man.get("params") or {})
+    _add(kind, index, x[new_rows], params)
+    return index, params, list(man["ids"]) + [ids[r] for r in new_rows], "incremental", man["content_hash"]
+
+
+def _stored(target: Path, index: Any, manifest: dict) -> Path | None:
+    """Where the index is saved now (target, also when another writer's copy won); None if it could not be."""
+    try:
+        _save(target, index, manifest)
+    except OSError as e:  # an unwritable cache costs a rebuild next time, never this result
+        log.warning("could not save index to %s: %s", target, e)
+        return None
+    return target
+
+
 def build_index(
     vectors: Any, ids: list[str], *, model_id: str, cfg: Any = None, cache_dir: Path | str | None = None, meta: dict | None = None
 ) -> SearchIndex:
@@ -667,14 +707,7 @@ def build_index(
     x = _as_matrix(vectors)
     ids = list(ids)
     n, d = x.shape
-    if len(ids) != n:
-        raise ValueError(f"{len(ids)} ids for {n} vectors")
-    if not all(isinstance(i, str) for i in ids):
-        raise TypeError("ids must be strings")
-    if len(set(ids)) != n:
-        raise ValueError("ids must be unique")
-    if n == 0:
-        raise ValueError("cannot index zero vectors")
+    _check_ids(ids, n)
     kind = resolve_kind(n, cfg)
     recipe = _recipe(kind, d, cfg)
     sparams = _search_params(kind, cfg)
@@ -698,17 +731,7 @@ def build_index(
         )
 
     base = _find_base(root, model_id, recipe, dict(zip(ids, vh)), n, cfg, skip=target.name)
-    if base is not None:
-        index, man = base
-        have = set(man["ids"])
-        new_rows = np.array([r for r, i in enumerate(ids) if i not in have], dtype=np.int64)
-        params = dict(man.get("params") or {})
-        _add(kind, index, x[new_rows], params)
-        order = list(man["ids"]) + [ids[r] for r in new_rows]
-        origin, base_hash = "incremental", man["content_hash"]
-    else:
-        index, params = _new_index(kind, x, cfg)
-        order, origin, base_hash = ids, "built", None
+    index, params, order, origin, base_hash = _grown_or_new(kind, x, ids, base, cfg)
     rows = np.fromiter((pos[i] for i in order), dtype=np.int64, count=n)
     manifest = {
         "format": FORMAT,
@@ -729,12 +752,8 @@ def build_index(
         "ids": order,
         "vector_hashes": [vh[r] for r in rows.tolist()],
     }
-    try:
-        _save(target, index, manifest)
-    except OSError as e:  # an unwritable cache costs a rebuild next time, never this result
-        log.warning("could not save index to %s: %s", target, e)
-        target = None
-    return SearchIndex(index, kind, order, rows, x, params, sparams, model_id, chash, origin, target)
+    path = _stored(target, index, manifest)
+    return SearchIndex(index, kind, order, rows, x, params, sparams, model_id, chash, origin, path)
 
 
 # --------------------------------------------------------------------------- recall

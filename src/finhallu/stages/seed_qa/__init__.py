@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from finhallu.embedders import EmbedConfig
-from finhallu.stages.seed_qa.config import SeedQAConfig
+from finhallu.stages.seed_qa.config import SeedMethod, SeedQAConfig
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.schemas.rules import Rule
@@ -61,16 +61,15 @@ def _aihub_seeds(qas: pl.DataFrame, passages: pl.DataFrame) -> list[dict]:
         if not parts:
             continue
         if qa["is_impossible"]:
-            p = parts[0]
-            seeds.append(_seed(p, qa, None, None, None, answerable=False))
+            seeds.append(_seed(parts[0], qa, None, None, None, answerable=False))
             continue
         anchor = qa["clue_start"] if qa["clue_start"] is not None else qa["answer_start"]
         if anchor is None:
             continue  # flagged at ingest: neither clue nor answer located in the context
-        p = next((x for x in parts if x["char_start"] <= anchor < x["char_start"] + len(x["text"])), None)
-        if p is None:
+        part = next((x for x in parts if x["char_start"] <= anchor < x["char_start"] + len(x["text"])), None)
+        if part is None:
             continue
-        text, off = p["text"], p["char_start"]
+        text, off = part["text"], part["char_start"]
         if qa["clue_text"] and qa["clue_start"] is not None:
             clue, clue_start = qa["clue_text"], qa["clue_start"] - off
         else:  # the 행정문서 set ships no clue for spans: the answer's sentence is its evidence
@@ -82,7 +81,7 @@ def _aihub_seeds(qas: pl.DataFrame, passages: pl.DataFrame) -> list[dict]:
         if qa["qa_kind"] not in ("yesno", "entailment") and answer:
             k = clue.find(answer)
             answer_start = clue_start + k if k >= 0 else (qa["answer_start"] - off if qa["answer_start"] is not None else None)
-        seeds.append(_seed(p, qa, clue, clue_start, answer_start, answerable=True))
+        seeds.append(_seed(part, qa, clue, clue_start, answer_start, answerable=True))
     return seeds
 
 
@@ -199,7 +198,8 @@ def _aligned(seeds: list[dict], docs: list[DocContext]) -> tuple[list[dict], Cou
     its clue (table row and column, or sentence) does not carry is dropped, counted by reason."""
     by_doc = {d.doc_id: d for d in docs}
     texts = {p["passage_id"]: p["text"] for d in docs for p in d.passages}
-    kept, dropped = [], Counter()
+    kept: list[dict] = []
+    dropped: Counter[tuple[str, str, str]] = Counter()  # (source, method, reason)
     for s in seeds:
         doc = by_doc.get(s["doc_id"])
         why = (
@@ -232,7 +232,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         if any("multi_llm_qa" in cfg.methods.get(d.source, []) for d in docs)
         else None
     )
-    per_method: dict[tuple[str, str], MethodResult] = {}
+    per_method: dict[tuple[str, SeedMethod], MethodResult] = {}
     triplets: list[dict] = []
     work = [(doc, method) for doc in docs for method in cfg.methods.get(doc.source, [])]
     # Every document's methods together (see llm.parallel); merged in the documents' order.

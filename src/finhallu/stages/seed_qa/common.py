@@ -6,6 +6,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TypedDict
 
 import polars as pl
 
@@ -273,4 +274,11 @@ def seed_row(
     }
 
 
-SCHEMA_INPUTS = {"entity_types": list(ENTITY_TYPES), "relation_types": list(RELATION_TYPES)}
+class SchemaInputs(TypedDict):
+    """The triplet schema the extraction operations read (keyword arguments of their calls)."""
+
+    entity_types: list[str]
+    relation_types: list[str]
+
+
+SCHEMA_INPUTS: SchemaInputs = {"entity_types": list(ENTITY_TYPES), "relation_types": list(RELATION_TYPES)}

@@ -8,6 +8,8 @@ from pydantic import Field, model_validator
 
 from finhallu.schemas.section import Section
 
+SeedMethod = Literal["triplet_qa", "multi_llm_qa"]
+
 
 class SeedGeneratorConfig(Section):
     """One generator of the multi-LLM method: an LLM role and the configuration it runs with
@@ -56,11 +58,13 @@ class MultiLLMQAConfig(Section):
     min_agreeing_answers: int = Field(2, ge=2)
 
 
+def _default_methods() -> dict[str, list[SeedMethod]]:
+    return {"sec10k": ["triplet_qa"], "dart": ["multi_llm_qa"]}
+
+
 class SeedQAConfig(Section):
     # Seed methods per filing source (AI-Hub ships its QA triplets). stages/seed_qa/: SEED_METHODS.
-    methods: dict[str, list[Literal["triplet_qa", "multi_llm_qa"]]] = Field(
-        default_factory=lambda: {"sec10k": ["triplet_qa"], "dart": ["multi_llm_qa"]}
-    )
+    methods: dict[str, list[SeedMethod]] = Field(default_factory=_default_methods)
     # Embedder (model id, embedders/) for question deduplication; None = the embed stage's model.
     dedup_model: str | None = None
     triplet_qa: TripletQAConfig = TripletQAConfig()

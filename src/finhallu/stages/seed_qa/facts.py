@@ -42,8 +42,8 @@ def label_similarity(a: str, b: str) -> float:
         x, y = (re.sub(r"[^가-힣a-z0-9]", "", normalize(t or "")) for t in (a, b))
         bx, by = {x[i : i + 2] for i in range(len(x) - 1)}, {y[i : i + 2] for i in range(len(y) - 1)}
         return 2 * len(bx & by) / (len(bx) + len(by)) if bx and by else 0.0
-    x, y = ({w.rstrip("s") for w in content_words(t or "")} for t in (a, b))
-    return len(x & y) / len(x | y) if x | y else 0.0
+    wa, wb = ({w.rstrip("s") for w in content_words(t or "")} for t in (a, b))
+    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
 
 
 def _label_key(label: str) -> str:
@@ -139,11 +139,14 @@ class FactIndex:
             return None
         strong = significant_digits(number) >= 4
         best = None
+        want: tuple[str, ...]  # the fact units a figure of this unit may be
         for scale in scales:
             if unit in ("%", "%p"):
                 target, tol, want = number / 100, Decimal("0.00005"), ("pure",)
             else:
-                exp = -number.as_tuple().exponent if number.as_tuple().exponent < 0 else 0
+                exponent = number.as_tuple().exponent
+                assert isinstance(exponent, int)  # stated numbers are finite (NaN/Infinity have a letter here)
+                exp = -exponent if exponent < 0 else 0
                 target, tol = number * scale, scale / Decimal(2) / (Decimal(10) ** exp)
                 want = ("USD", "KRW", "shares", "USD/shares", "KRW/shares", "")
             for f in self._near(target, tol):

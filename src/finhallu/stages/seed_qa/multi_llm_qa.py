@@ -99,6 +99,7 @@ def chunk_facts(
 
 
 def _period_of(t: TripletItem) -> Period:
+    assert t.period is not None  # chunk_facts keeps only triplets with a period
     kind, year = t.period.split("-")
     return Period(kind, int(year))
 
@@ -166,8 +167,8 @@ def stated_with_unit(t: TripletItem, scale_note: str | None, lang: str) -> str:
         return span
     scale = find_scale(scale_note or "")
     if lang == "ko":
-        word = (re.search(r"(조원|억원|백만원|천원|원)", (scale.note if scale else "").replace(" ", "")) or [None, "원"])[1]
-        return span + word
+        stated_unit = re.search(r"(조원|억원|백만원|천원|원)", (scale.note if scale else "").replace(" ", ""))
+        return span + (stated_unit[1] if stated_unit else "원")
     word = {10**3: " thousand", 10**6: " million", 10**9: " billion"}.get(int(scale.multiplier), "") if scale else ""
     return ("$" + span if "$" not in span else span) + word
 
@@ -215,7 +216,7 @@ def _asked_kind(question: str) -> str:
     return question_signature(question, "")[2]
 
 
-def _score_fact(t: TripletItem, question: str, q_words: set[str], q_period: Period | None, style: str) -> float:
+def _score_fact(t: TripletItem, question: str, q_words: frozenset[str], q_period: Period | None, style: str) -> float:
     """How well a stated figure answers the question. Its line item must be named in full (the
     question's words tokenized as the row's: "기타포괄손익-공정가치금융자산의 취득" is no
     "장기금융상품의 취득", though both end in 취득); the overlap then ranks the rows."""
@@ -483,37 +484,72 @@ def _answer_fact(doc: DocContext, facts: tuple[TripletItem, ...], top: AnswerOut
     return next((x for x in same if triplet_mismatch(question, x, doc, None) is None), same[0] if same else None)
 
 
+# An answer with the generator that wrote it ("role:style").
+_Answer = tuple[str, AnswerOut]
+# A stage-2 survivor: (quality score, order among the factual answers, generator, answer).
+_Survivor = tuple[float, int, str, AnswerOut]
+
+
 def _validate(
     doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, counts: Counter, samples: dict[str, list[float]]
 ) -> dict | None:
+    """The candidate's seed when its answers pass the three stages, else None (the step counted)."""
     i = cand["i"]
     p = doc.passages[i]
     inputs = doc.op_inputs(i)
-    answers = []
-    # The generators answer together, then the judge checks every answer together (see llm.parallel).
+    q = cand["question"]
+    answers = _generate_answers(p, q, cfg, llm, inputs, counts)
+    _sample_disagreement(samples["numeric_disagreement_before"], [o for _, o in answers], q)
+    factual = _factual_answers(p, q, answers, cfg, llm, roles["judge"], inputs, counts)
+    survivors = _quality_survivors(q, factual, cfg, llm, roles["judge"], doc.lang, counts)
+    if len(survivors) < cfg.min_agreeing_answers:
+        return None
+    counts["questions_with_2_quality_ok"] += 1
+    _sample_disagreement(samples["numeric_disagreement_after"], [o for _, _, _, o in survivors], q)
+    # Stage 3: top-2 consensus.
+    (_, _, g1, top), (_, _, _, second) = survivors[0], survivors[1]
+    if not answers_agree(top.answer, second.answer, q):
+        counts["questions_top2_disagree"] += 1
+        return None
+    counts["questions_top2_agree"] += 1
+    return _consensus_seed(doc, cand, p, inputs, g1, top, counts)
+
+
+def _generate_answers(p: dict, q: str, cfg, llm: LLMRouter, inputs: dict, counts: Counter) -> list[_Answer]:
+    """Every answer generator's answer to the question (together, see llm.parallel); failed calls give none."""
     outs = map_items(
-        lambda a: llm.call(a.role, "answer_question", chunk=p["text"], question=cand["question"], style=a.style, **inputs),
+        lambda a: llm.call(a.role, "answer_question", chunk=p["text"], question=q, style=a.style, **inputs),
         cfg.answer_generators,
         llm,
         {a.role for a in cfg.answer_generators},
     )
+    answers = []
     for a, out in zip(cfg.answer_generators, outs):
         if out is None:
             counts["llm_failures"] += 1
             continue
         answers.append((f"{a.role}:{a.style}", out))
     counts["answers_generated"] += len(answers)
-    q = cand["question"]
-    numeric = [f for f in (answer_figures(o.answer, q) for _, o in answers) if f]
+    return answers
+
+
+def _sample_disagreement(sample: list[float], answers: list[AnswerOut], q: str) -> None:
+    """Whether the answers that give figures give different ones (sampled when two or more do)."""
+    numeric = [f for f in (answer_figures(o.answer, q) for o in answers) if f]
     if len(numeric) >= 2:
-        samples["numeric_disagreement_before"].append(float(len(set(numeric)) > 1))
-    # Stage 1: binary factuality against the chunk.
+        sample.append(float(len(set(numeric)) > 1))
+
+
+def _factual_answers(
+    p: dict, q: str, answers: list[_Answer], cfg, llm: LLMRouter, judge: str, inputs: dict, counts: Counter
+) -> list[_Answer]:
+    """Stage 1: binary factuality against the chunk; the judge checks every answer together."""
     verdicts = map_items(
         lambda a: llm.call(
-            roles["judge"],
+            judge,
             "check_factuality",
             chunk=p["text"],
-            question=cand["question"],
+            question=q,
             answer=a[1].answer,
             span=a[1].span,
             evidence=a[1].evidence,
@@ -521,21 +557,21 @@ def _validate(
         ),
         answers,
         llm,
-        (roles["judge"],),
+        (judge,),
     )
     factual = [(g, o) for (g, o), v in zip(answers, verdicts) if v is not None and v.factual]  # no verdict: not factual
     counts["answers_factual"] += len(factual)
     if len(factual) >= cfg.min_agreeing_answers:
         counts["questions_with_2_factual"] += 1
-    # Stage 2: listwise quality scoring, keep scores >= tau.
+    return factual
+
+
+def _quality_survivors(
+    q: str, factual: list[_Answer], cfg, llm: LLMRouter, judge: str, lang: str, counts: Counter
+) -> list[_Survivor]:
+    """Stage 2: listwise quality scoring; the answers scoring >= tau, best first."""
     listwise = (
-        llm.call(
-            roles["judge"],
-            "score_answers_listwise",
-            question=cand["question"],
-            answers=[o.answer for _, o in factual],
-            lang=doc.lang,
-        )
+        llm.call(judge, "score_answers_listwise", question=q, answers=[o.answer for _, o in factual], lang=lang)
         if factual
         else None
     )
@@ -545,18 +581,16 @@ def _validate(
         key=lambda x: (-x[0], x[1]),
     )
     counts["answers_quality_ok"] += len(survivors)
-    if len(survivors) < cfg.min_agreeing_answers:
-        return None
-    counts["questions_with_2_quality_ok"] += 1
-    surviving = [f for f in (answer_figures(o.answer, q) for _, _, _, o in survivors) if f]
-    if len(surviving) >= 2:
-        samples["numeric_disagreement_after"].append(float(len(set(surviving)) > 1))
-    # Stage 3: top-2 consensus.
-    (_, _, g1, top), (_, _, _, second) = survivors[0], survivors[1]
-    if not answers_agree(top.answer, second.answer, q):
-        counts["questions_top2_disagree"] += 1
-        return None
-    counts["questions_top2_agree"] += 1
+    return survivors
+
+
+def _consensus_seed(
+    doc: DocContext, cand: dict, p: dict, inputs: dict, generator: str, top: AnswerOut, counts: Counter
+) -> dict | None:
+    """The seed of the agreed answer: its clue is the line the answer cites and its figure the
+    chunk's stated one, verified against the XBRL facts; None when the line or figure is not
+    found, a fact contradicts it, or the question asks for another period or line item."""
+    q = cand["question"]
     clue_start = p["text"].find(top.evidence)
     t = _answer_fact(doc, chunk_facts(p["text"], **inputs), top, q)
     if clue_start < 0 or t is None:
@@ -577,13 +611,13 @@ def _validate(
     return seed_row(
         p,
         method=METHOD,
-        question=cand["question"],
+        question=q,
         answer=top.span,
         clue=top.evidence,
         clue_start=clue_start,
         qa_kind="table" if top.evidence.startswith("|") else "span",
-        origin_id=f"{p['passage_id']}|{cand['generator']}|{cand['question']}",
-        generator=f"{cand['generator']} -> {g1}",
+        origin_id=f"{p['passage_id']}|{cand['generator']}|{q}",
+        generator=f"{cand['generator']} -> {generator}",
         triplet_ids=[],
         fact_id=fact_id,
         answer_value=t.value,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from decimal import Decimal
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -474,6 +475,7 @@ def _ko_sentence_triplets(sent: str, doc: DocPeriods) -> list[TripletItem]:
             and prev.relation != "Has_Value"
         ):
             relation = prev.relation  # "90억 원(2.2%) 증가": the rate of the same change
+        period: Period | None
         if prior and relation == "Has_Value" and doc.current:
             period = (
                 Period("FY", doc.current.year - 1)
@@ -610,12 +612,17 @@ def reflect_triplets(
 _SCALES = [Decimal(10**6), Decimal(10**3), Decimal(1), Decimal(10**9), Decimal(10**8)]
 
 
-def ground_in_facts(triplets: list[TripletItem], facts: FactIndex, scale_known: bool) -> tuple[list[dict], int]:
+class GroundedTriplet(TypedDict):
+    t: TripletItem
+    fact_id: str | None  # the XBRL fact that verifies the triplet's figure
+
+
+def ground_in_facts(triplets: list[TripletItem], facts: FactIndex, scale_known: bool) -> tuple[list[GroundedTriplet], int]:
     """Verify value triplets against XBRL facts. Returns (rows with fact_id, number contradicted).
 
     A table whose scale note was not found takes the scale its matched cells agree on.
     """
-    rows = [{"t": t, "fact_id": None} for t in triplets]
+    rows: list[GroundedTriplet] = [{"t": t, "fact_id": None} for t in triplets]
     if not len(facts):
         return rows, 0
     inferred: Counter = Counter()
@@ -641,7 +648,7 @@ def ground_in_facts(triplets: list[TripletItem], facts: FactIndex, scale_known: 
             continue
         fact, scale = m
         r["fact_id"] = fact.fact_id
-        update = {}
+        update: dict[str, Any] = {}
         if t.period in (None, "NA") and fact.period:
             update["period"] = fact.period.label
         if t.value is None:
