@@ -10,7 +10,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
 
 import polars as pl
 from pydantic import BaseModel
@@ -22,9 +22,18 @@ from finhallu.schemas.rules import Rule
 Frames = dict[str, pl.DataFrame]
 
 
-def rows_frame(rows: list[dict], sort_by: str | list[str], **kw) -> pl.DataFrame:
+def rows_frame(rows: Sequence[Mapping[str, Any]], sort_by: str | list[str], **kw: Any) -> pl.DataFrame:
     """Rows -> a sorted frame; no rows -> an empty frame (the contract supplies the schema)."""
     return pl.DataFrame(rows, infer_schema_length=None, **kw).sort(sort_by) if rows else pl.DataFrame()
+
+
+R = TypeVar("R")
+
+
+def typed_rows(frame: pl.DataFrame, row: type[R]) -> Iterator[R]:
+    """A stage's input rows as the typed rows of their table (schemas/rows.py): the frame has passed
+    that table's contract, so each row is one of them."""
+    return cast(Iterator[R], frame.iter_rows(named=True))
 
 
 C = TypeVar("C", bound=BaseModel)

@@ -8,9 +8,11 @@ boundaries; tables stay whole with their header, or split by row groups repeatin
 from __future__ import annotations
 
 import hashlib
+from typing import Callable
 
 
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
+from finhallu.schemas.rows import Block, DocumentsRow, PassagesRow
+from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, typed_rows
 from finhallu.sources.tables import parse_markdown_table
 from finhallu.text import sentences
 from finhallu.text.tokenize import TOKENIZERS
@@ -70,20 +72,19 @@ def _split_table(text: str, max_tokens: int, count, lang: str) -> list[tuple[int
     return out
 
 
-def _packed_blocks(blocks: list[dict], budget: int, count) -> list[dict]:
+def _packed_blocks(blocks: list[Block], budget: int, count: Callable[[str], int]) -> list[Block]:
     """Merge consecutive short text blocks of one section (and headings into what follows)."""
-    out: list[dict] = []
+    out: list[Block] = []
     for b in blocks:
         prev = out[-1] if out else None
         if prev is not None and _mergeable(prev, b, budget, count):
             prev["text"] = prev["text"] + "\n" + b["text"]
-            prev["merged"] = True
         else:
-            out.append({**b, "merged": False})
+            out.append(b.copy())
     return out
 
 
-def _mergeable(prev: dict, b: dict, budget: int, count) -> bool:
+def _mergeable(prev: Block, b: Block, budget: int, count: Callable[[str], int]) -> bool:
     """Both text of one section and role, and short enough together (or `prev` a heading)."""
     return (
         prev["kind"] == "text"
@@ -101,9 +102,9 @@ def _is_heading(text: str) -> bool:
 def run(inputs: Frames, ctx: StageContext[ChunkConfig]) -> Frames:
     cfg: ChunkConfig = ctx.config
     tok_name, count = TOKENIZERS[cfg.tokenizer]
-    rows = []
+    rows: list[PassagesRow] = []
     docs = inputs["documents"]
-    for n, doc in enumerate(docs.iter_rows(named=True)):
+    for n, doc in enumerate(typed_rows(docs, DocumentsRow)):
         blocks = doc["blocks"]
         # AI-Hub paragraphs carry QA offsets: never merge them; structured filings pack small blocks.
         if doc["source"] != "aihub":
