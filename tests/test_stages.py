@@ -75,6 +75,7 @@ def test_roles_named_by_the_config_are_declared_and_keyed(tmp_path):
         ({"inject": {"types": ["contradictory", "made_up"]}}, "unknown injector 'made_up'"),
         ({"detect": {"detectors": {"lexical": {}}}}, "unknown detector 'lexical'"),
         ({"detect": {"detectors": {"lexical_support": {"treshold": 0.4}}}}, "has no parameter(s) ['treshold']"),
+        ({"detect": {"detectors": {"lexical_support": {"threshold": "high"}}}}, "threshold: Input should be a valid number"),
     ],
 )
 def test_names_are_checked_against_the_registries_when_the_profile_loads(override, says):
@@ -92,3 +93,19 @@ def test_cli_choices_come_from_the_registries():
     assert list(stage_arg.choices) == [s.name for s in STAGES]
     fmt = next(a for a in sub["eval-external"]._actions if a.dest == "format")
     assert list(fmt.choices) == FORMATS.names() and "ragtruth" in fmt.choices
+
+
+def test_typed_rows_are_generated_from_the_contracts():
+    """schemas/rows.py is what the generator makes of the contracts today (regenerate it with
+    `python -m finhallu.schemas.rowgen --write` after a contract changes)."""
+    from finhallu.schemas import rowgen
+    from finhallu.schemas.contracts import CONTRACTS
+
+    assert rowgen.rows_path().read_text("utf-8") == rowgen.render()
+    from finhallu.schemas import rows
+
+    for name, contract in CONTRACTS.items():
+        row = getattr(rows, rowgen.camel(name) + "Row")
+        assert list(row.__annotations__) == list(contract.columns), name
+        nullable = {c for c, t in row.__annotations__.items() if "None" in str(t)}
+        assert nullable == set(contract.columns) - set(contract.key) - set(contract.not_null), name

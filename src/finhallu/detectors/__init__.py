@@ -21,8 +21,11 @@ import json
 import random
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 
 from finhallu.registry import Registry
@@ -94,10 +97,23 @@ class Detector:
     preflight: Callable[[dict], str | None] | None = None
 
     def params(self, overrides: dict) -> dict:
+        """The defaults with these overrides, each checked against its default's type."""
         unknown = set(overrides) - set(self.defaults)
         if unknown:
             raise ValueError(f"detector {self.name!r} has no parameter(s) {sorted(unknown)}; known: {sorted(self.defaults)}")
-        return {**self.defaults, **overrides}
+        merged = {**self.defaults, **overrides}
+        try:
+            self.params_model.model_validate(merged)
+        except ValidationError as exc:
+            bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e['input']!r})" for e in exc.errors())
+            raise ValueError(f"detector {self.name!r}: {bad}") from None
+        return merged  # as given (an int stays an int): the parameters enter the detections' config
+
+    @cached_property
+    def params_model(self) -> type[BaseModel]:
+        """The parameters as a pydantic model typed by their defaults (None: any value)."""
+        fields: dict[str, Any] = {k: (Any if v is None else type(v), v) for k, v in self.defaults.items()}
+        return create_model(f"{self.name}_params", __config__=ConfigDict(extra="forbid"), **fields)
 
     def run(self, samples: list[dict], params: dict, ctx: DetectorContext) -> list[Detection | None]:
         out = self.fn(samples, params, ctx) if self.batch else [self.fn(s, params, ctx) for s in samples]

@@ -109,9 +109,9 @@ class DialoguesRow(TypedDict):
 
     dialogue_id: str
     doc_id: str
-    source: str | None
+    source: str
     institution: str | None
-    lang: str | None
+    lang: str
     split: str
     n_turns: int
     seed_ids: list[str] | None
@@ -229,16 +229,16 @@ class InjectionsRow(TypedDict):
     injection_id: str
     dialogue_id: str
     turn_id: str
-    turn_index: int | None
+    turn_index: int
     split: str | None
     injector: str
     hallu_type: str
     hallu_subtype: str | None
-    original_response: str | None
+    original_response: str
     injected_response: str
-    injected_context: list[ContextEntry] | None
+    injected_context: list[ContextEntry]
     counterpart_response: str
-    counterpart_label: str | None
+    counterpart_label: str
     edit: str | None
     strategy: str | None
     edit_chars: int | None
@@ -267,9 +267,9 @@ class PassagesRow(TypedDict):
     passage_id: str
     doc_id: str
     block_id: str
-    source: str | None
-    institution: str | None
-    lang: str | None
+    source: str
+    institution: str
+    lang: str
     split: str
     doc_type: str | None
     title: str | None
@@ -289,10 +289,10 @@ class QaSeedsRow(TypedDict):
 
     seed_id: str
     passage_id: str
-    doc_id: str | None
-    source: str | None
+    doc_id: str
+    source: str
     institution: str | None
-    lang: str | None
+    lang: str
     split: str
     question: str
     answer: str

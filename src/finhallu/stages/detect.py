@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from finhallu.schemas.rows import DetectionsRow
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.detectors import DetectorContext, base_name, canonical_json, get_detector
 from pydantic import Field, field_validator
@@ -66,7 +67,7 @@ def run_detectors(
     for name, overrides in detectors.items():  # validate every configuration before running any
         det = get_detector(base_name(name))
         plan.append((name, det, det.params(overrides or {})))
-    rows = []
+    rows: list[DetectionsRow] = []
     for done, (name, det, params) in enumerate(plan, 1):
         found = ctx.detections(name, items, params)
         version, config = det.code_version, canonical_json(det.config(params, ctx))

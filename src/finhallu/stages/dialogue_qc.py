@@ -26,7 +26,8 @@ import polars as pl
 from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
+from finhallu.schemas.rows import DialogueQcRow, TurnsRow
+from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, typed_rows
 from finhallu.text.words import broken_particle
 from finhallu.dialogue.assistant import OPENERS, is_refusal
 from finhallu.text.normalize import contains_normalized, normalize
@@ -260,7 +261,7 @@ def _coherency(turns: list[dict], reasons: list[str]) -> int:
     return coherency
 
 
-def dialogue_payload(turns: list[dict], passages: dict[str, str], doc_of: dict[str, str]) -> list[dict]:
+def dialogue_payload(turns: list[TurnsRow], passages: dict[str, str], doc_of: dict[str, str]) -> list[dict]:
     """The judge's view of a dialogue: utterances, responses and the passages each turn saw."""
     return [
         {
@@ -299,14 +300,14 @@ def run(inputs: Frames, ctx: StageContext[DialogueQCConfig]) -> Frames:
     llm = ctx.llm
     passages = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
     doc_of = dict(zip(inputs["qa_seeds"]["seed_id"], inputs["qa_seeds"]["doc_id"]))
-    by_dlg: dict[str, list[dict]] = {}
-    for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
+    by_dlg: dict[str, list[TurnsRow]] = {}
+    for t in typed_rows(inputs["turns"].sort("dialogue_id", "turn_index"), TurnsRow):
         by_dlg.setdefault(t["dialogue_id"], []).append(t)
-    rows = []
+    rows: list[DialogueQcRow] = []
     dlgs = inputs["dialogues"].select("dialogue_id", "lang").sort("dialogue_id").to_dicts()
     judge = JUDGE if llm.is_offline("dialogue_judge") else llm.backend("dialogue_judge")
     # Independent judgements: one concurrent pass within the judge model's limits.
-    verdicts = llm.call_many(
+    verdicts: list[DialogueScores | None] = llm.call_many(
         "dialogue_judge",
         "judge_dialogue",
         [{"turns": dialogue_payload(by_dlg.get(d["dialogue_id"], []), passages, doc_of), "lang": d["lang"]} for d in dlgs],
@@ -320,7 +321,12 @@ def run(inputs: Frames, ctx: StageContext[DialogueQCConfig]) -> Frames:
         rows.append(
             {
                 "dialogue_id": d["dialogue_id"],
-                **s.model_dump(exclude={"reasons"}),
+                # the scores as s.model_dump(exclude={"reasons"}) gives them, in field order
+                "answerability": s.answerability,
+                "plausibility": s.plausibility,
+                "correctness": s.correctness,
+                "diversity": s.diversity,
+                "coherency": s.coherency,
                 "passed": not reasons,
                 "reasons": reasons,
                 "judge": judge,

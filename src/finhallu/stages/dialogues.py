@@ -24,7 +24,8 @@ from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.dialogue import assistant, user  # noqa: F401  (register the operations)
 from finhallu.schemas.rules import Rule
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
+from finhallu.schemas.rows import ContextEntry, DialoguesRow, HardNegativesRow, RetrievalsRow, TurnsRow
+from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, typed_rows
 from finhallu.text.normalize import contains_normalized
 from pydantic import Field, model_validator
 from finhallu.schemas.section import Section
@@ -64,24 +65,26 @@ class _Context:
 
     def __init__(self, retrievals: pl.DataFrame, hard_negatives: pl.DataFrame, top_k: int):
         self.top_k = top_k
-        self.ret: dict[str, list[dict]] = {}
-        for r in retrievals.sort("seed_id", "rank").iter_rows(named=True):
+        self.ret: dict[str, list[RetrievalsRow]] = {}
+        for r in typed_rows(retrievals.sort("seed_id", "rank"), RetrievalsRow):
             self.ret.setdefault(r["seed_id"], []).append(r)
         self.neg: dict[str, list[str]] = {}
-        for r in hard_negatives.filter(pl.col("is_hard_negative")).sort("seed_id", "candidate_rank").iter_rows(named=True):
-            self.neg.setdefault(r["seed_id"], []).append(r["passage_id"])
+        for h in typed_rows(
+            hard_negatives.filter(pl.col("is_hard_negative")).sort("seed_id", "candidate_rank"), HardNegativesRow
+        ):
+            self.neg.setdefault(h["seed_id"], []).append(h["passage_id"])
 
-    def answerable(self, seed: dict, rng) -> list[dict]:
+    def answerable(self, seed: dict, rng) -> list[ContextEntry]:
         ranked = self.ret.get(seed["seed_id"], [])
         positives = [r["passage_id"] for r in ranked if r["is_positive"]]
         others = [r["passage_id"] for r in ranked if not r["is_gold"] and not r["is_positive"]]
-        ctx = [{"passage_id": p, "role": "positive"} for p in positives]
+        ctx: list[ContextEntry] = [{"passage_id": p, "role": "positive"} for p in positives]
         ctx += [{"passage_id": p, "role": "retrieved"} for p in others]
         ctx = ctx[: self.top_k - 1]
         ctx.insert(rng.randrange(len(ctx) + 1), {"passage_id": seed["passage_id"], "role": "gold"})
         return ctx
 
-    def unanswerable(self, seed: dict) -> list[dict]:
+    def unanswerable(self, seed: dict) -> list[ContextEntry]:
         return [{"passage_id": p, "role": "hard_negative"} for p in self.neg.get(seed["seed_id"], [])[: self.top_k]]
 
     def related_seeds(self, seed_id: str, seeds_by_passage: dict[str, list[str]]) -> list[str]:
@@ -123,7 +126,7 @@ class _Dialogue:
     def __init__(self, doc: dict, did: str, k: int):
         self.doc, self.did, self.k = doc, did, k
         self.items: list[dict] = []
-        self.turns: list[dict] = []
+        self.turns: list[TurnsRow] = []
         self.said: dict[int, str] = {}
         self.used_unanswerable = False
 
@@ -238,7 +241,7 @@ def _converse(
     cfg: DialogueConfig,
     llm: LLMRouter,
     ctx: StageContext[DialogueConfig],
-) -> list[dict] | None:
+) -> list[TurnsRow] | None:
     """One dialogue, question by question: each next question is chosen knowing what the assistant
     has said. A reconfirm turn may come past turn 4. None when an LLM call failed for good."""
     rng = ctx.rng("dialogue", doc["doc_id"], k)
@@ -286,7 +289,7 @@ def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
         per_doc = cfg.dialogues_per_document if doc["source"] == "aihub" else cfg.dialogues_per_filing
         planned += [(doc, k, pool) for k in range(per_doc if pool else 0)]
 
-    def converse(plan):
+    def converse(plan: tuple[dict, int, list[str]]) -> list[TurnsRow] | None:
         doc, k, pool = plan
         return _converse(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
 
@@ -299,7 +302,8 @@ def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
         ctx.progress,
         longest_first=lambda plan: _planned_turns(plan[0], plan[1], cfg, ctx),
     )
-    dialogues, turns = [], []
+    dialogues: list[DialoguesRow] = []
+    turns: list[TurnsRow] = []
     for (doc, _, _), realised in zip(planned, conversed):
         if realised is None or len(realised) < cfg.min_turns:
             continue  # too short, or an LLM call failed for good (recorded in llm_calls): not built
@@ -340,7 +344,7 @@ def _realise(
     cfg: DialogueConfig,
     llm: LLMRouter,
     ctx: StageContext[DialogueConfig],
-) -> dict | None:
+) -> TurnsRow | None:
     """The user's utterance and the assistant's response of the dialogue's next turn (None when an
     LLM call failed for good: a dialogue with a hole in it is no dialogue)."""
     did, t = dlg.did, len(dlg.turns) + 1

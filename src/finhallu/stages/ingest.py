@@ -7,10 +7,11 @@ from pathlib import Path
 
 import polars as pl
 
+from finhallu.schemas.rows import Block, DocumentsRow, QuarantineRow
 from finhallu.schemas.rules import INSTITUTION_IN_ONE_SPLIT
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.text.dates import iso_date_or_period
-from finhallu.sources import LOADERS, LoadedDoc, LoadedFacts, Quarantined, get_loader, resolve_path
+from finhallu.sources import LOADERS, Block as LoadedBlock, LoadedDoc, LoadedFacts, Quarantined, get_loader, resolve_path
 from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from finhallu.schemas.section import Section
@@ -143,7 +144,7 @@ def _kept(src: SourceConfig, doc: LoadedDoc) -> bool:
     return src.categories is None or bool({doc.category, doc.doc_type} & set(src.categories))
 
 
-def _skipped_rows(cfg: IngestConfig) -> list[dict]:
+def _skipped_rows(cfg: IngestConfig) -> list[QuarantineRow]:
     """Quarantine rows for the matching paths that are not regular files (never read)."""
     return [
         {
@@ -159,7 +160,7 @@ def _skipped_rows(cfg: IngestConfig) -> list[dict]:
     ]
 
 
-def _duplicate_row(doc: LoadedDoc) -> dict:
+def _duplicate_row(doc: LoadedDoc) -> QuarantineRow:
     return {
         "source": doc.source,
         "path": doc.source_path,
@@ -170,7 +171,7 @@ def _duplicate_row(doc: LoadedDoc) -> dict:
     }
 
 
-def _document_row(src: SourceConfig, doc: LoadedDoc, path: str) -> dict:
+def _document_row(src: SourceConfig, doc: LoadedDoc, path: str) -> DocumentsRow:
     """A `documents` row; `path` is the source path under its location-independent name."""
     return {
         "doc_id": doc.doc_id,
@@ -182,14 +183,19 @@ def _document_row(src: SourceConfig, doc: LoadedDoc, path: str) -> dict:
         "published": iso_date_or_period(doc.published),
         "source_path": path,
         "split": _split(src, doc),
-        "blocks": [b.__dict__ for b in doc.blocks],
+        "blocks": [_block(b) for b in doc.blocks],
     }
 
 
-def _unusable_qa_rows(doc: LoadedDoc, path: str) -> list[dict]:
+def _block(b: LoadedBlock) -> Block:
+    """A document block as `documents.blocks` holds it: the loader's block fields, in their order."""
+    return {"block_id": b.block_id, "section_path": b.section_path, "kind": b.kind, "text": b.text, "role": b.role}
+
+
+def _unusable_qa_rows(doc: LoadedDoc, path: str) -> list[QuarantineRow]:
     """Quarantine rows for the document's QAs whose clue (or, without a clue, answer) is not in
     the context: they stay in source_qas, flagged, but are not used as seeds."""
-    rows = []
+    rows: list[QuarantineRow] = []
     for qa in doc.qas:
         if "clue_not_in_context" in qa["flags"] or ("answer_not_in_context" in qa["flags"] and not qa["clue_text"]):
             field = "answer.clue_text" if "clue_not_in_context" in qa["flags"] else "answer.text"
@@ -208,7 +214,7 @@ def _unusable_qa_rows(doc: LoadedDoc, path: str) -> list[dict]:
 
 def run(inputs: Frames, ctx: StageContext[IngestConfig]) -> Frames:
     cfg = ctx.config
-    docs: list[dict] = []
+    docs: list[DocumentsRow] = []
     qas: list[dict] = []
     facts: dict[str, dict] = {}
     filtered: dict[str, int] = {}  # documents left out by `categories`, per source
@@ -220,7 +226,7 @@ def run(inputs: Frames, ctx: StageContext[IngestConfig]) -> Frames:
         for item in _load_file(src.kind, f):
             if isinstance(item, Quarantined):
                 item.path = item.path.replace(str(f), name)
-                quarantine.append({**item.__dict__, "stage": "ingest"})
+                quarantine.append(_quarantined_row(item))
                 continue
             if isinstance(item, LoadedFacts):
                 for row in item.rows:
@@ -250,6 +256,18 @@ def run(inputs: Frames, ctx: StageContext[IngestConfig]) -> Frames:
         "source_qas": pl.DataFrame(qas, infer_schema_length=None).sort("qa_id") if qas else _empty("source_qas"),
         "facts": rows_frame(list(facts.values()), "fact_id"),
         "quarantine": pl.DataFrame(quarantine).sort("path", "record_id", nulls_last=True) if quarantine else _empty("quarantine"),
+    }
+
+
+def _quarantined_row(item: Quarantined) -> QuarantineRow:
+    """A loader's quarantine record as a row: its fields in their order, then the stage."""
+    return {
+        "source": item.source,
+        "path": item.path,
+        "record_id": item.record_id,
+        "field": item.field,
+        "error": item.error,
+        "stage": "ingest",
     }
 
 

@@ -34,6 +34,7 @@ from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import SPLITS
 from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kwargs, judge_lazily
+from finhallu.schemas.rows import ContextEntry, InjectionsRow
 from finhallu.schemas.rules import Rule
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.injectors import (
@@ -50,7 +51,7 @@ from finhallu.injectors import (
 from finhallu.injectors.false_acceptance import MIN_HARD_NEGATIVES
 from finhallu.injectors.ops import InjectOut
 from finhallu.injectors.verify import edit_distance
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 from pydantic import Field, model_validator
 from finhallu.schemas.section import Section
 
@@ -459,7 +460,7 @@ def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
 
     # Each dialogue's attempts run in order; all dialogues of every split together (see llm.parallel).
     outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, [*roles, JUDGE], report)
-    rows = []
+    rows: list[InjectionsRow] = []
     given_up: Counter = Counter()  # dialogues without an injection, by why
     for (split, d, inj, _, _), (made, why) in zip(work, outcomes):
         if made:
@@ -497,7 +498,7 @@ def _usable(out: Injected | None, view: TurnView, max_edit_words: int) -> bool:
     return out.subtype not in minimal_edit_subtypes() or edit_distance(view.turn["response"], out.response)[1] <= max_edit_words
 
 
-def _row(d: dict, split: str, inj: _Injector, htype: str, view: TurnView, out: Injected) -> dict:
+def _row(d: dict, split: str, inj: _Injector, htype: str, view: TurnView, out: Injected) -> InjectionsRow:
     t = view.turn
     chars, words = edit_distance(t["response"], out.response)
     return {
@@ -511,7 +512,8 @@ def _row(d: dict, split: str, inj: _Injector, htype: str, view: TurnView, out: I
         "hallu_subtype": out.subtype,
         "original_response": t["response"],
         "injected_response": out.response,
-        "injected_context": out.context if out.context is not None else t["context"],
+        # `out` comes from _Injector.call, whose replaced context is {passage_id, role} entries
+        "injected_context": cast(list[ContextEntry], out.context) if out.context is not None else t["context"],
         "counterpart_response": out.counterpart if out.counterpart is not None else t["response"],
         "counterpart_label": out.counterpart_label,
         "edit": out.edit,

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from finhallu.llm.operations import operation
 from finhallu.llm.parallel import map_items
 from finhallu.injectors import find_leaf
+from finhallu.schemas.rows import InjectionQcRow
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.labelcheck import leaf, verify_inputs
 from finhallu.injectors.verify import edit_distance, naturalness, verify_label
@@ -110,7 +111,7 @@ def run(inputs: Frames, ctx: StageContext[InjectionQCConfig]) -> Frames:
     history: dict[str, list[dict]] = {}
     for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
         history.setdefault(t["dialogue_id"], []).append(t)
-    rows = []
+    rows: list[InjectionQcRow] = []
     inj_rows = list(inputs["injections"].sort("injection_id").iter_rows(named=True))
     judge = JUDGE if llm.is_offline("injection_judge") else llm.backend("injection_judge")
     calls, checks = [], []
@@ -164,7 +165,7 @@ def _with_nli(verdicts: list, checks: list[dict], cfg: InjectionQCConfig) -> lis
     return out
 
 
-def _qc_row(inj: dict, s: InjectionScores | None, checks: list, cfg: InjectionQCConfig, judge: str) -> dict:
+def _qc_row(inj: dict, s: InjectionScores | None, checks: list, cfg: InjectionQCConfig, judge: str) -> InjectionQcRow:
     if s is None:  # no valid judgement (recorded in llm_calls): scored lowest, so the item is dropped
         s = InjectionScores(appropriateness=1, naturalness=1, reasons=["judge: no valid judgement (LLM call failed)"])
     appropriate = s.appropriateness >= cfg.min_appropriateness

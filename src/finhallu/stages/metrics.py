@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypedDict
 
 import numpy as np
 import polars as pl
@@ -30,6 +30,7 @@ import polars as pl
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS
 from finhallu import stats
 from finhallu.scoring import POS, best_threshold, binary_metrics, multiclass_from_codes, positive, sweep
+from finhallu.schemas.rows import ConfusionRow, DetectorTestsRow, MetricsRow
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.stages.detect import dataset_of
 from typing import Literal
@@ -60,6 +61,20 @@ class MetricsConfig(Section):
 
 LABEL_3CLASS = ("faithful_answer", "hallucination", "refusal")
 TYPE_LABELS = HALLU_TYPES + ("none",)
+
+
+class _EvalKey(TypedDict):
+    """The columns a `detector_tests` row starts with: which evaluation of which dataset version."""
+
+    eval_id: str
+    dataset: str
+    dataset_version: str
+
+
+class _DetectorKey(_EvalKey):
+    """The columns a `metrics` row starts with: the evaluation and the detector scored."""
+
+    detector: str
 
 
 def _bootstrap(y, p, fn, counts: np.ndarray, confidence: float, s=None) -> dict[str, tuple[float, float]]:
@@ -170,7 +185,15 @@ def _settings(s: pl.DataFrame, full: bool) -> list[Setting]:
     return out
 
 
-def _row(ctx: dict, setting: str, slice_name: str, metric: str, value: float | np.ndarray, ci=(None, None), n: int = 0) -> dict:
+def _row(
+    ctx: _DetectorKey,
+    setting: str,
+    slice_name: str,
+    metric: str,
+    value: float | np.ndarray,
+    ci: tuple[float | None, float | None] = (None, None),
+    n: int = 0,
+) -> MetricsRow:
     """A `metrics` row; `value` a number or a 0-d array (an unweighted metric)."""
     return {
         **ctx,
@@ -199,8 +222,8 @@ def _tune_apply(splits: set[str], cfg: MetricsConfig) -> tuple[str, str] | None:
     return (tune, cfg.threshold_apply_split) if tune else None
 
 
-def _threshold_rows(df: pl.DataFrame, cfg: MetricsConfig, base: dict, resampler: "Resampler | None") -> list[dict]:
-    rows = []
+def _threshold_rows(df: pl.DataFrame, cfg: MetricsConfig, base: _DetectorKey, resampler: "Resampler | None") -> list[MetricsRow]:
+    rows: list[MetricsRow] = []
     grid = thresholds(cfg)
     parts = [("all", df)] + [(f"split={k}", df.filter(pl.col("split") == k)) for k in sorted(df["split"].unique().to_list())]
     for name, part in parts:
@@ -250,15 +273,23 @@ def _correct_matrix(joined: pl.DataFrame, detectors: list[str], setting: str, sp
     return wide.select(detectors).to_numpy().astype(bool), wide.height
 
 
+class _BlankTest(TypedDict):
+    df: None
+    p_holm: None
+    a_only_correct: None
+    b_only_correct: None
+    net: None
+
+
 # The columns a test row leaves empty unless its test fills them.
-_BLANK_TEST = {"df": None, "p_holm": None, "a_only_correct": None, "b_only_correct": None, "net": None}
+_BLANK_TEST: _BlankTest = {"df": None, "p_holm": None, "a_only_correct": None, "b_only_correct": None, "net": None}
 
 
 def _mcnemar_rows(
-    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, base: dict
-) -> list[dict]:
+    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, base: _EvalKey
+) -> list[DetectorTestsRow]:
     """McNemar for every pair of detectors, with Holm-adjusted p-values over the pairs."""
-    pair_rows = []
+    pair_rows: list[DetectorTestsRow] = []
     for a, b in itertools.combinations(detectors, 2):
         x, n = _correct_matrix(joined, [a, b], setting, split)
         if not n:
@@ -288,8 +319,8 @@ def _mcnemar_rows(
 
 
 def _cochran_rows(
-    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, base: dict
-) -> list[dict]:
+    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, base: _EvalKey
+) -> list[DetectorTestsRow]:
     """Cochran's Q over all detectors (three or more, on the samples every one scored)."""
     if len(detectors) < 3:
         return []
@@ -316,10 +347,16 @@ def _cochran_rows(
 
 
 def _helped_hurt_rows(
-    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, cfg: MetricsConfig, base: dict
-) -> list[dict]:
+    joined: pl.DataFrame,
+    detectors: list[str],
+    setting: str,
+    slice_name: str,
+    split: str | None,
+    cfg: MetricsConfig,
+    base: _EvalKey,
+) -> list[DetectorTestsRow]:
     """Per configured (baseline, condition) pair: the samples the condition helped and hurt."""
-    rows = []
+    rows: list[DetectorTestsRow] = []
     for baseline, condition in cfg.condition_pairs:
         if baseline not in detectors or condition not in detectors:
             continue
@@ -348,7 +385,7 @@ def _helped_hurt_rows(
     return rows
 
 
-def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list[dict]:
+def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: _EvalKey) -> list[DetectorTestsRow]:
     detectors = sorted(joined["detector"].unique().to_list())
     splits = set(joined["split"].unique().to_list())
     scopes = [("all", None)] + (
@@ -356,7 +393,7 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: dict) -> list
         if cfg.threshold_apply_split in splits and len(splits) > 1
         else []
     )
-    rows = []
+    rows: list[DetectorTestsRow] = []
     for setting in ("binary", "4class"):
         for slice_name, split in scopes:
             rows += _mcnemar_rows(joined, detectors, setting, slice_name, split, base)
@@ -373,10 +410,12 @@ def evaluate(
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     keep = [c for c in samples.columns if c not in ("history", "passages", "response", "query", "standalone_query")]
     joined = detections.join(samples.select(keep), on="sample_id", how="inner").sort("detector", "sample_id")
-    rows, conf, tests = [], [], []
+    rows: list[MetricsRow] = []
+    conf: list[ConfusionRow] = []
+    tests: list[DetectorTestsRow] = []
     resampler = Resampler(seed, cfg.bootstrap_resamples) if cfg.bootstrap_resamples else None
     for (eval_id, detector), df in sorted(joined.group_by("eval_id", "detector"), key=lambda kv: kv[0]):
-        base = {"eval_id": eval_id, "dataset": dataset, "dataset_version": dataset_version, "detector": detector}
+        base: _DetectorKey = {"eval_id": eval_id, "dataset": dataset, "dataset_version": dataset_version, "detector": detector}
         for slice_name, s, full in _slices(df):
             for st in _settings(s, full) if s.height else []:
                 point = {k: float(v) for k, v in st.metrics().items()}

@@ -8,7 +8,7 @@ plus the validity measures of DESIGN (fingerprints, leakage, retrieval recall).
 
 from __future__ import annotations
 
-from typing import Any, Callable, cast
+from typing import Any, Callable, TypedDict, cast
 
 import numpy as np
 import polars as pl
@@ -17,7 +17,8 @@ from finhallu.taxonomy import labels_for
 from finhallu.text import sentences
 from finhallu.schemas.rules import INSTITUTION_IN_ONE_SPLIT, Rule
 from finhallu.injectors import minimal_edit_subtypes, subtypes_by_type
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
+from finhallu.schemas.rows import DatasetStatsRow, Message, SamplePassage, SamplesRow, TurnsRow
+from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, typed_rows
 from finhallu.ids import stable_id
 from finhallu.stages.assemble.validity import fingerprint_scores, shortcut_scores
 from finhallu.schemas.section import Section
@@ -31,27 +32,45 @@ class AssembleConfig(Section):
 StatAdder = Callable[[str, str, str, Any], None]
 
 
+class _PairColumns(TypedDict):
+    """What both samples of a pair share: a `samples` row less its sample id, response and labels."""
+
+    pair_id: str
+    dialogue_id: str
+    split: str
+    source: str
+    institution: str | None
+    lang: str | None
+    turn_index: int | None
+    history: list[Message]
+    query: str
+    standalone_query: str | None
+    passages: list[SamplePassage]
+    answerable: bool
+    injector: str | None
+
+
 def build_samples(inputs: Frames) -> pl.DataFrame:
     passages = {p["passage_id"]: p for p in inputs["passages"].select("passage_id", "text").iter_rows(named=True)}
     dialogues = {d["dialogue_id"]: d for d in inputs["dialogues"].iter_rows(named=True)}
-    turns: dict[str, list[dict]] = {}
-    for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
+    turns: dict[str, list[TurnsRow]] = {}
+    for t in typed_rows(inputs["turns"].sort("dialogue_id", "turn_index"), TurnsRow):
         turns.setdefault(t["dialogue_id"], []).append(t)
     passed = set(inputs["injection_qc"].filter(pl.col("passed"))["injection_id"].to_list())
-    rows = []
+    rows: list[SamplesRow] = []
     for inj in inputs["injections"].filter(pl.col("injection_id").is_in(list(passed))).sort("injection_id").iter_rows(named=True):
         d = dialogues[inj["dialogue_id"]]
         dturns = turns[inj["dialogue_id"]]
         turn = dturns[inj["turn_index"] - 1]
-        history = []
+        history: list[Message] = []
         for t in dturns[: inj["turn_index"] - 1]:
             history += [{"role": "user", "content": t["query"]}, {"role": "assistant", "content": t["response"]}]
-        shown = [
+        shown: list[SamplePassage] = [
             {"passage_id": c["passage_id"], "text": passages[c["passage_id"]]["text"], "role": c["role"]}
             for c in inj["injected_context"]
         ]
         answerable = inj["hallu_type"] not in ("false_acceptance",) and turn["answerable"]
-        base = {
+        base: _PairColumns = {
             "pair_id": inj["injection_id"],
             "dialogue_id": d["dialogue_id"],
             "split": d["split"],
@@ -253,7 +272,7 @@ def _retrieval(retrievals: pl.DataFrame, seeds: pl.DataFrame, hard_negatives: pl
 
 
 def dataset_stats(samples: pl.DataFrame, inputs: Frames, cfg: AssembleConfig, seed: int) -> pl.DataFrame:
-    rows: list[dict] = []
+    rows: list[DatasetStatsRow] = []
 
     def add(split: str, metric: str, slice_: str, value: Any) -> None:
         rows.append({"split": split, "metric": metric, "slice": slice_, "value": float(value)})

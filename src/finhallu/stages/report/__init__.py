@@ -22,7 +22,8 @@ import polars as pl
 from finhallu.coverage import warnings_from_stats
 from finhallu.stages.assemble.validity import failing as failing_shortcuts
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS
-from finhallu.stages.base import Frames, Stage, StageContext
+from finhallu.schemas.rows import ConfusionRow, DetectorTestsRow, MetricsRow, ReportIndexRow
+from finhallu.stages.base import Frames, Stage, StageContext, typed_rows
 from finhallu.stages.metrics import LABEL_3CLASS
 from pydantic import Field
 from finhallu.schemas.section import Section
@@ -60,7 +61,7 @@ def _fmt(v) -> str:
     return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.3f}"
 
 
-def _cell(row: dict | None) -> dict:
+def _cell(row: MetricsRow | None) -> dict:
     if row is None:
         return {"value": "–", "ci": "", "raw": None}
     ci = f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]" if row["ci_low"] is not None else ""
@@ -69,7 +70,9 @@ def _cell(row: dict | None) -> dict:
 
 class MetricIndex:
     def __init__(self, metrics: pl.DataFrame):
-        self.rows = {(r["detector"], r["setting"], r["slice"], r["metric"]): r for r in metrics.iter_rows(named=True)}
+        self.rows: dict[tuple[str, str, str, str], MetricsRow] = {
+            (r["detector"], r["setting"], r["slice"], r["metric"]): r for r in typed_rows(metrics, MetricsRow)
+        }
         self.detectors = sorted(metrics["detector"].unique().to_list()) if metrics.height else []
         self.slices = sorted({k[2] for k in self.rows})
 
@@ -151,7 +154,7 @@ def _matrices(confusion: pl.DataFrame, setting: str, order: tuple) -> list[dict]
         c = c_all.filter(pl.col("detector") == det)
         present = set(c["true_label"].to_list()) | set(c["pred_label"].to_list())
         labels = [x for x in order if x in present] + sorted(present - set(order))
-        counts = {(r["true_label"], r["pred_label"]): r["count"] for r in c.iter_rows(named=True)}
+        counts = {(r["true_label"], r["pred_label"]): r["count"] for r in typed_rows(c, ConfusionRow)}
         peak = max(counts.values(), default=1)
         out.append(
             {
@@ -220,7 +223,7 @@ def curves(detections: pl.DataFrame, samples: pl.DataFrame, points: int) -> dict
 def _tests(tests: pl.DataFrame) -> dict:
     if tests.height == 0:
         return {"mcnemar": [], "cochran": [], "impact": []}
-    rows = sorted(tests.iter_rows(named=True), key=lambda r: (r["setting"], r["slice"], r["detector_a"], r["detector_b"]))
+    rows = sorted(typed_rows(tests, DetectorTestsRow), key=lambda r: (r["setting"], r["slice"], r["detector_a"], r["detector_b"]))
     fmt = lambda r: {
         **r,
         "statistic_s": f"{r['statistic']:.3f}",
@@ -405,16 +408,13 @@ def run(inputs: Frames, ctx: StageContext[ReportConfig]) -> Frames:
     )
     rid = hashlib.sha256(html.encode()).hexdigest()[:16]
     ctx.progress(1, 1)
-    return {
-        "report_index": pl.DataFrame(
-            {
-                "report_id": [rid],
-                "title": [cfg.title],
-                "detectors": [sorted(inputs["metrics"]["detector"].unique().to_list())],
-                "html": [html],
-            }
-        )
+    row: ReportIndexRow = {
+        "report_id": rid,
+        "title": cfg.title,
+        "detectors": sorted(inputs["metrics"]["detector"].unique().to_list()),
+        "html": html,
     }
+    return {"report_index": pl.DataFrame({column: [value] for column, value in row.items()})}
 
 
 STAGE = Stage(

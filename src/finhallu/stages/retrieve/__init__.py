@@ -15,10 +15,13 @@ picks, and their rows here say so (`judge` "deferred: ..."). Every candidate's v
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import polars as pl
 
 from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kwargs, judge_lazily, step1_verdicts
+from finhallu.schemas.rows import HardNegativesRow, RetrievalsRow
 from finhallu.schemas.rules import Rule
 from finhallu.taxonomy import answer_is_checkable
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
@@ -50,7 +53,8 @@ def run(inputs: Frames, ctx: StageContext[RetrieveConfig]) -> Frames:
     seeds = inputs["qa_seeds"]
     model = passages["model"][0]
     encoder = embedder_for_model(model)
-    ret_rows, neg_rows = [], []
+    ret_rows: list[RetrievalsRow] = []
+    neg_rows: list[HardNegativesRow] = []
     step2: list[tuple[dict, dict]] = []
     llm = ctx.llm
     judge_name = llm.backend(JUDGE)
@@ -112,7 +116,8 @@ def run(inputs: Frames, ctx: StageContext[RetrieveConfig]) -> Frames:
                     if seed["answerable"] and cfg.judge_answerable_seeds == "on_demand":
                         neg_rows[-1]["judge"] = DEFERRED
                     else:
-                        step2.append((neg_rows[-1], judge_kwargs(seed, texts[j], cfg)))
+                        # judge_lazily takes the row as a plain dict (it is one) and fills in its verdict
+                        step2.append((cast(dict, neg_rows[-1]), judge_kwargs(seed, texts[j], cfg)))
             done += 1
             ctx.progress(done, seeds.height)
     judge_lazily(step2, llm, judge_name, cfg.top_k, cfg.judge_lazily, cfg.judge_round_margin)

@@ -26,6 +26,7 @@ from finhallu.embedders import EmbedConfig
 from finhallu.stages.seed_qa.config import SeedMethod, SeedQAConfig
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
+from finhallu.schemas.rows import QaSeedsRow, SeedQaStatsRow, TripletsRow
 from finhallu.schemas.rules import Rule
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.ids import stable_id
@@ -51,11 +52,11 @@ def _line_containing(text: str, start: int, length: int) -> tuple[int, str]:
     return start, text[start : start + length]
 
 
-def _aihub_seeds(qas: pl.DataFrame, passages: pl.DataFrame) -> list[dict]:
+def _aihub_seeds(qas: pl.DataFrame, passages: pl.DataFrame) -> list[QaSeedsRow]:
     by_block: dict[str, list[dict]] = {}
     for p in passages.filter(pl.col("source") == "aihub").iter_rows(named=True):
         by_block.setdefault(p["block_id"], []).append(p)
-    seeds = []
+    seeds: list[QaSeedsRow] = []
     for qa in qas.iter_rows(named=True):
         parts = by_block.get(qa["block_id"])
         if not parts:
@@ -85,7 +86,7 @@ def _aihub_seeds(qas: pl.DataFrame, passages: pl.DataFrame) -> list[dict]:
     return seeds
 
 
-def _seed(p: dict, qa: dict, clue, clue_start, answer_start, answerable: bool) -> dict:
+def _seed(p: dict, qa: dict, clue, clue_start, answer_start, answerable: bool) -> QaSeedsRow:
     kind = "yesno" if qa["qa_kind"] == "entailment" else qa["qa_kind"]
     answer = qa["answer"] or ""
     if kind == "yesno":
@@ -158,9 +159,10 @@ FUNNELS = {
 }
 
 
-def _stats_rows(source: str, method: str, res: MethodResult) -> list[dict]:
+def _stats_rows(source: str, method: str, res: MethodResult) -> list[SeedQaStatsRow]:
     c = res.counts
-    rows, in_funnel = [], set()
+    rows: list[SeedQaStatsRow] = []
+    in_funnel: set[str] = set()
     for funnel, metrics in FUNNELS[method]:
         for step, m in enumerate(metrics, start=1):
             rows.append({"source": source, "method": method, "funnel": funnel, "step": step, "metric": m, "value": float(c[m])})
@@ -193,13 +195,13 @@ def _stats_rows(source: str, method: str, res: MethodResult) -> list[dict]:
     return rows
 
 
-def _aligned(seeds: list[dict], docs: list[DocContext]) -> tuple[list[dict], Counter]:
+def _aligned(seeds: list[QaSeedsRow], docs: list[DocContext]) -> tuple[list[QaSeedsRow], Counter]:
     """The generic post-check of generated seeds: a seed whose question names a period or a line item
     its clue (table row and column, or sentence) does not carry is dropped, counted by reason."""
-    by_doc = {d.doc_id: d for d in docs}
+    by_doc: dict[str | None, DocContext] = {d.doc_id: d for d in docs}  # a seed's doc_id may be null
     texts = {p["passage_id"]: p["text"] for d in docs for p in d.passages}
-    kept: list[dict] = []
-    dropped: Counter[tuple[str, str, str]] = Counter()  # (source, method, reason)
+    kept: list[QaSeedsRow] = []
+    dropped: Counter[tuple[str | None, str, str]] = Counter()  # (source, method, reason)
     for s in seeds:
         doc = by_doc.get(s["doc_id"])
         why = (
@@ -233,7 +235,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         else None
     )
     per_method: dict[tuple[str, SeedMethod], MethodResult] = {}
-    triplets: list[dict] = []
+    triplets: list[TripletsRow] = []
     work = [(doc, method) for doc in docs for method in cfg.methods.get(doc.source, [])]
     # Every document's methods together (see llm.parallel); merged in the documents' order.
     results = map_items(lambda dm: SEED_METHODS[dm[1]](dm[0], cfg, llm, ctx, encoder), work, llm, SEED_ROLES, ctx.progress)
@@ -243,7 +245,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         per_method.setdefault((doc.source, method), MethodResult()).merge(res)
     seeds, misaligned = _aligned(seeds, docs)
     # One seed per (document, question): generators may ask the same thing from two pages.
-    first: dict[str, dict] = {}
+    first: dict[str, QaSeedsRow] = {}
     asked: set[tuple] = set()
     dropped: Counter = Counter()
     for s in seeds:
@@ -254,7 +256,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
         first[s["seed_id"]] = s
         asked.add(key)
     kept = list(first.values())
-    stats = []
+    stats: list[SeedQaStatsRow] = []
     for (source, method), res in sorted(per_method.items()):
         res.seeds = [s for s in kept if s["source"] == source and s["method"] == method]
         res.counts["seeds"] = len(res.seeds)

@@ -16,6 +16,7 @@ Either returns the reason ("period_mismatch", "row_mismatch") or None.
 from __future__ import annotations
 
 import re
+from typing import Any, Mapping
 
 from finhallu.stages.seed_qa.tables import _PERIOD_LABEL, _header_like, split_row, table_cells
 from finhallu.stages.seed_qa.values import _EN_YEAR as _YEAR
@@ -92,7 +93,7 @@ def _table_header(text: str, row_start: int) -> str:
     return "\n".join(heads)
 
 
-def _table_mismatch(seed: dict, text: str, doc: DocPeriods) -> str | None:
+def _table_mismatch(seed: Mapping[str, Any], text: str, doc: DocPeriods) -> str | None:
     lang, question = seed["lang"], seed["question"]
     cells = [c for c in table_cells(text, doc, lang) if c.line_start == seed["clue_start"] and c.amount.raw == seed["answer"]]
     periods = {c.period for c in cells if c.period}
@@ -112,8 +113,9 @@ def _table_mismatch(seed: dict, text: str, doc: DocPeriods) -> str | None:
     return None if any(label_named(question, x) for x in labels) else ROW_MISMATCH
 
 
-def seed_mismatch(seed: dict, text: str, doc: DocPeriods) -> str | None:
-    """The generic post-check: the seed's question against its clue (a table row, or a sentence)."""
+def seed_mismatch(seed: Mapping[str, Any], text: str, doc: DocPeriods) -> str | None:
+    """The generic post-check: the seed's question against its clue (a table row, or a sentence).
+    `seed`: a `qa_seeds` row whose clue_text is set (a generated seed's clue_start and lang are too)."""
     if seed["clue_text"].startswith("|"):
         return _table_mismatch(seed, text, doc)
     stated = named_years(seed["clue_text"], doc)

@@ -11,6 +11,7 @@ from typing import TypedDict
 import polars as pl
 
 from finhallu.ids import stable_id
+from finhallu.schemas.rows import QaSeedsRow, TripletsRow
 from finhallu.stages.seed_qa.alignment import asked_period
 from finhallu.stages.seed_qa.facts import FactIndex, document_facts
 from finhallu.stages.seed_qa.tables import caption_text, table_lines
@@ -22,8 +23,8 @@ from finhallu.stages.seed_qa.values import DocPeriods, Period, doc_periods, find
 class MethodResult:
     """What a seed method returns for one document: seeds, triplets, funnel counts and per-item samples."""
 
-    seeds: list[dict] = field(default_factory=list)
-    triplets: list[dict] = field(default_factory=list)
+    seeds: list[QaSeedsRow] = field(default_factory=list)
+    triplets: list[TripletsRow] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     samples: dict[str, list[float]] = field(default_factory=dict)
 
@@ -35,7 +36,7 @@ class MethodResult:
             self.samples.setdefault(k, []).extend(v)
 
 
-def triplet_row(p: dict, t: TripletItem, fact_id: str | None, by_llm: bool, extractor: str) -> dict:
+def triplet_row(p: dict, t: TripletItem, fact_id: str | None, by_llm: bool, extractor: str) -> TripletsRow:
     return {
         "triplet_id": f"t-{stable_id(p['passage_id'], t.head, t.relation, t.tail, t.evidence)}",
         "passage_id": p["passage_id"],
@@ -246,7 +247,7 @@ def seed_row(
     answer_value: float | None,
     answer_unit: str | None,
     period: str | None,
-) -> dict:
+) -> QaSeedsRow:
     k = clue.find(answer)
     return {
         "seed_id": f"s-{stable_id(method, origin_id)}",

@@ -25,6 +25,7 @@ from finhallu.llm.operations import operation
 from finhallu.llm.parallel import map_items, shared_result
 from finhallu.llm.router import LLMRouter
 from finhallu.ids import stable_id
+from finhallu.schemas.rows import QaSeedsRow
 from finhallu.stages.seed_qa.alignment import label_named
 from finhallu.stages.seed_qa.common import MISMATCH_REASONS, SCHEMA_INPUTS, DocContext, MethodResult, seed_row
 from finhallu.stages.seed_qa.dedup import _metric_tokens, deduplicate, question_signature
@@ -492,7 +493,7 @@ _Survivor = tuple[float, int, str, AnswerOut]
 
 def _validate(
     doc: DocContext, cand: dict, cfg, llm: LLMRouter, roles: dict, counts: Counter, samples: dict[str, list[float]]
-) -> dict | None:
+) -> QaSeedsRow | None:
     """The candidate's seed when its answers pass the three stages, else None (the step counted)."""
     i = cand["i"]
     p = doc.passages[i]
@@ -586,7 +587,7 @@ def _quality_survivors(
 
 def _consensus_seed(
     doc: DocContext, cand: dict, p: dict, inputs: dict, generator: str, top: AnswerOut, counts: Counter
-) -> dict | None:
+) -> QaSeedsRow | None:
     """The seed of the agreed answer: its clue is the line the answer cites and its figure the
     chunk's stated one, verified against the XBRL facts; None when the line or figure is not
     found, a fact contradicts it, or the question asks for another period or line item."""

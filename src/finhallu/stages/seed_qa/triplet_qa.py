@@ -12,13 +12,14 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from typing import Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
+from finhallu.schemas.rows import TripletsRow
 from finhallu.stages.seed_qa.alignment import question_mismatch
 from finhallu.stages.seed_qa.common import (
     MISMATCH_REASONS,
@@ -291,7 +292,7 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
         tried += len(batch)
         cells = [i for pi in batch for i in all_pages[pi]]
         reviewed = dict(zip(cells, map_items(lambda i: _extract_and_reflect(doc, i, llm, extractor), cells, llm, (extractor,))))
-        questions: list[tuple[int, dict, int]] = []
+        questions: list[tuple[int, TripletsRow, int]] = []
         for pi in batch:
             counts["pages_extracted"] += 1
             page_triplets = _page_triplets(doc, all_pages[pi], reviewed, counts, result, origin_llm, llm.backend(extractor))
@@ -299,11 +300,7 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
                 continue
             used += 1
             counts["pages_used"] += 1
-            askable_rows = [
-                (i, r)
-                for i, r in page_triplets
-                if askable(TripletItem.model_validate({k: r[k] for k in TripletItem.model_fields}))
-            ]
+            askable_rows = [(i, r) for i, r in page_triplets if askable(_triplet_item(r))]
             k = min(len(askable_rows), rng.randint(cfg.sample_min, cfg.sample_max))
             questions += [(i, row, rng.randrange(2**31)) for i, row in rng.sample(askable_rows, k)]
         counts["qa_sampled"] += len(questions)
@@ -316,9 +313,9 @@ def run_document(doc: DocContext, cfg, llm: LLMRouter, rng: random.Random, roles
 
 def _page_triplets(
     doc: DocContext, cells: list[int], reviewed: dict, counts: Counter, result: MethodResult, origin_llm: bool, extractor: str
-) -> list[tuple[int, dict]]:
+) -> list[tuple[int, TripletsRow]]:
     """A page's reviewed triplets grounded in the XBRL facts (added to `result.triplets`), with the funnel counts."""
-    page_triplets: list[tuple[int, dict]] = []
+    page_triplets: list[tuple[int, TripletsRow]] = []
     for i in cells:
         p = doc.passages[i]
         if reviewed[i] is None:  # a call failed for good (recorded in llm_calls): the passage gives no triplets
@@ -357,12 +354,19 @@ def _extract_and_reflect(doc: DocContext, i: int, llm: LLMRouter, extractor: str
     return None if reflected is None else (out.triplets, reflected)
 
 
-def _qa_for_triplet(doc: DocContext, i: int, row: dict, rng_seed: int, llm: LLMRouter, roles: dict[str, str]) -> MethodResult:
+def _triplet_item(row: Mapping[str, Any]) -> TripletItem:
+    """A `triplets` row as the TripletItem it was made from."""
+    return TripletItem.model_validate({k: row[k] for k in TripletItem.model_fields})
+
+
+def _qa_for_triplet(
+    doc: DocContext, i: int, row: TripletsRow, rng_seed: int, llm: LLMRouter, roles: dict[str, str]
+) -> MethodResult:
     """A question on one triplet, generated and judged: the seed (if kept) and its funnel counts."""
     result = MethodResult(counts=Counter())
     counts = result.counts
     p = doc.passages[i]
-    t = TripletItem.model_validate({k: row[k] for k in TripletItem.model_fields})
+    t = _triplet_item(row)
     ptext = period_text(t, doc)
     qa = llm.call(
         roles["generator"],
