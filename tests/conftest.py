@@ -50,3 +50,11 @@ def demo_build(tmp_path_factory):
     proc, summary = build_json(home)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return home, summary
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under `pytest -n` (make test), every test of the shared demo home runs on one worker, so the
+    home is built once and no two tests change it at the same time."""
+    for item in items:
+        if "demo_build" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("demo-home"))
