@@ -14,7 +14,7 @@ import contextvars
 import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -73,18 +73,18 @@ def map_items(
     return results
 
 
-def shared_result(maxsize: int = 512):
+def shared_result(maxsize: int = 512) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """lru_cache for a pure function that items in flight together call with the same arguments
     (the validations of one chunk's questions all read its facts): the first caller computes, the
     others wait for its result. A plain lru_cache lets every one of them compute it."""
 
-    def deco(fn):
+    def deco(fn: Callable[..., T]) -> Callable[..., T]:
         cached = functools.lru_cache(maxsize=maxsize)(fn)
-        pending: dict = {}
+        pending: dict[tuple, threading.Lock] = {}
         guard = threading.Lock()
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> T:
             key = (args, tuple(sorted(kwargs.items())))
             with guard:
                 lock = pending.setdefault(key, threading.Lock())
@@ -95,7 +95,7 @@ def shared_result(maxsize: int = 512):
                     with guard:
                         pending.pop(key, None)
 
-        wrapper.cache_clear = cached.cache_clear
+        wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]  # lru_cache's, passed through
         return wrapper
 
     return deco
