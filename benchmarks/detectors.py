@@ -49,11 +49,16 @@ def home_samples(home: Path) -> pl.DataFrame:
     return pl.DataFrame([dict(zip(cols, r)) for r in cur.fetchall()], infer_schema_length=None)
 
 
-def scores(samples: pl.DataFrame, splits: tuple[str, ...]) -> dict[str, dict[str, float]]:
+def scores(
+    samples: pl.DataFrame, splits: tuple[str, ...], detectors: dict[str, dict] | None = None, ctx: DetectorContext | None = None
+) -> dict[str, dict[str, float]]:
+    """Accuracy, F1, ROC-AUC and share flagged of each detector (default: every offline one) and each
+    baseline on the evaluation splits."""
     from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 
-    names = [*DETECTORS, *BASELINES]
-    found = run_detectors(samples, {n: {} for n in names}, "benchmark", DetectorContext(seed=0))
+    chosen = detectors if detectors is not None else {n: {} for n in DETECTORS}
+    names = [*chosen, *BASELINES]
+    found = run_detectors(samples, {**chosen, **{b: {} for b in BASELINES}}, "benchmark", ctx or DetectorContext(seed=0))
     meta = samples.select("sample_id", "split", "label_binary")
     out = {}
     for name in names:

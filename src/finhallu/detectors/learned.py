@@ -110,21 +110,24 @@ def split_spec(spec: str) -> tuple[str, str]:
     return fmt, path
 
 
-def _preflight(params: dict) -> str | None:
-    if params["threshold_metric"] not in ("f1", "accuracy"):
-        return f"learned: threshold_metric must be f1 or accuracy, got {params['threshold_metric']!r}"
-    if not params["train_on"]:
-        return None
+def train_on_problem(detector: str, spec: str) -> str | None:
+    """What is wrong with a `train_on: FORMAT:PATH` (an unknown format, a missing path), or None."""
     from pathlib import Path
 
     from finhallu.external import formats
 
-    fmt, path = split_spec(params["train_on"])
+    fmt, path = split_spec(spec)
     if fmt not in formats() or not path:
-        return f"learned: train_on must be FORMAT:PATH with FORMAT one of {formats()}, got {params['train_on']!r}"
+        return f"{detector}: train_on must be FORMAT:PATH with FORMAT one of {formats()}, got {spec!r}"
     if not Path(path).expanduser().exists():
-        return f"learned: train_on {params['train_on']!r}: {path} does not exist"
+        return f"{detector}: train_on {spec!r}: {path} does not exist"
     return None
+
+
+def _preflight(params: dict) -> str | None:
+    if params["threshold_metric"] not in ("f1", "accuracy"):
+        return f"learned: threshold_metric must be f1 or accuracy, got {params['threshold_metric']!r}"
+    return train_on_problem("learned", params["train_on"]) if params["train_on"] else None
 
 
 def extra_training(params: dict, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
