@@ -24,13 +24,21 @@ def _samples(n_pairs: int, seed: int = 0) -> list[dict]:
         wrong = v + rng.choice([-1, 1]) * rng.randint(11, 80)
         split = ("train", "train", "train", "valid", "test")[i % 5]
         for label, value in (("faithful", v), ("hallucinated", wrong)):
-            out.append({
-                "sample_id": f"s{i}{label[0]}", "pair_id": f"p{i}", "split": split, "label_binary": label,
-                "query": f"What was the {item} in fiscal {year}?", "history": [],
-                "passages": [{"passage_id": "a", "text": evidence},
-                             {"passage_id": "b", "text": f"The board met {rng.randint(4, 12)} times during the year."}],
-                "response": f"The {item} was ${value} million in fiscal {year}.",
-            })
+            out.append(
+                {
+                    "sample_id": f"s{i}{label[0]}",
+                    "pair_id": f"p{i}",
+                    "split": split,
+                    "label_binary": label,
+                    "query": f"What was the {item} in fiscal {year}?",
+                    "history": [],
+                    "passages": [
+                        {"passage_id": "a", "text": evidence},
+                        {"passage_id": "b", "text": f"The board met {rng.randint(4, 12)} times during the year."},
+                    ],
+                    "response": f"The {item} was ${value} million in fiscal {year}.",
+                }
+            )
     return out
 
 
@@ -71,7 +79,11 @@ def test_it_learns_which_figures_the_evidence_holds_and_caches_the_weights(tmp_p
     y = np.array([s["label_binary"] == "hallucinated" for s, _ in test])
     pred = np.array([d.pred_binary == "hallucinated" for _, d in test])
     assert (y == pred).mean() >= 0.85, (y == pred).mean()  # chance is 0.5: the figure must be matched to the evidence
-    flagged = [d.rationale.split("unsupported: ")[1] for s, d in test if s["label_binary"] == "hallucinated" and d.pred_binary == "hallucinated"]
+    flagged = [
+        d.rationale.split("unsupported: ")[1]
+        for s, d in test
+        if s["label_binary"] == "hallucinated" and d.pred_binary == "hallucinated"
+    ]
     assert flagged and all(f.startswith("$") for f in flagged)  # the changed figure is what it points at
     again = det.run(samples, params, DetectorContext(seed=0, cache_dir=tmp_path))  # loaded, not trained again
     assert [d.score for d in again if d] == [d.score for d in first if d]
