@@ -443,3 +443,43 @@ def test_one_unbacked_clause_of_a_long_sentence_is_a_claim_of_its_own():
     support = sentence_support(text, [EN_PASSAGE])
     assert support[0][1] > 0.8 and support[1][1] < 0.3
     assert claims("Deposits rose, and loans fell.") == ["Deposits rose, and loans fell."]  # too short to split
+
+
+# ---- period alignment of figures ------------------------------------------------------------------
+TABLE_10K = (
+    "Net sales (in millions)\n| | 2024 | 2023 |\n|---|---|---|\n| Net sales | 391,035 | 383,285 |\n"
+    "| Operating income | 123,216 | 114,301 |"
+)
+
+
+@pytest.mark.parametrize(
+    "response, evidence, misplaced",
+    [
+        ("Net sales were $383,285 million in fiscal 2024.", TABLE_10K, ["383,285 million"]),  # last year's column
+        ("Net sales were $391,035 million in fiscal 2024.", TABLE_10K, []),
+        ("Net sales were $383,285 million.", TABLE_10K, []),  # no year named: nothing to misplace
+        (
+            "Revenue was $5,100 million in fiscal 2023.",
+            "In fiscal 2023 revenue was $5,620 million. In fiscal 2022 it was $5,100 million.",
+            ["5,100 million"],
+        ),
+        ("2023년 매출액은 5,620억 원입니다.", "2023년 매출액은 5,620억 원으로 전년(2022년) 5,100억 원보다 늘었다.", []),
+        # one sentence naming both years cannot place a figure: no finding either way
+        ("2022년 매출액은 5,620억 원입니다.", "2023년 매출액은 5,620억 원으로 전년(2022년) 5,100억 원보다 늘었다.", []),
+        ("The margin was 31.5 % in 2024.", "The margin was 31.5 % in 2023.", []),  # a rate may well repeat
+        ("Revenue was $7,000 million in 2024.", "Revenue was $7,000 million.", []),  # the evidence names no year
+    ],
+)
+def test_a_figure_stated_for_another_year_is_misplaced(response, evidence, misplaced):
+    from finhallu.detectors.periods import misplaced_figures
+
+    assert [m.raw for m in misplaced_figures(response, [evidence])] == misplaced
+
+
+def test_numeric_grounding_calls_last_years_figure_a_contradiction():
+    det = get_detector("numeric_grounding")
+    sample = {"query": "What were net sales in fiscal 2024?", "history": [], "passages": [{"passage_id": "p", "text": TABLE_10K}]}
+    wrong = det.fn({**sample, "response": "Net sales were $383,285 million in fiscal 2024."}, det.params({}), DetectorContext())
+    right = det.fn({**sample, "response": "Net sales were $391,035 million in fiscal 2024."}, det.params({}), DetectorContext())
+    assert wrong.pred_binary == "hallucinated" and wrong.pred_type == "contradictory" and "2023" in wrong.rationale
+    assert right.pred_binary == "faithful", right.rationale

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from finhallu.detectors.periods import misplaced_figures
 from finhallu.detectors import Detection, looks_like_refusal
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers, number_keys
@@ -157,7 +158,8 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
     to the stated precision), so "4조 1,500억 원" is found in "자본총계 | 4,150,000" under 백만원;
     or when it restates an evidence figure at another scale, digits kept, or computes it from the
     evidence figures the answer is about (text/derived). A figure that an evidence figure of the same
-    unit in the same wording contradicts is never excused as computed."""
+    unit in the same wording contradicts is never excused as computed; one the evidence states only
+    for another year than the answer names is contradicted too (periods.py)."""
     ev_numbers = [n for t in evidence for n in anchored_numbers(t)]
     ev_keys = {n.key for n in ev_numbers}
     ev_quantities = [q for t in evidence for q in quantities(t)]
@@ -193,6 +195,11 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
             derived.append(f"{n.raw}: {how}")
         else:
             missing.append(n.raw)
+    # a figure the evidence states, but only for another year than the answer gives it (periods.py)
+    named = {raw for raw, _ in contradicted} | set(missing)
+    contradicted += [
+        (m.raw, f"{m.raw} of {'/'.join(sorted(m.stated))}") for m in misplaced_figures(response, evidence) if m.raw not in named
+    ]
     return missing, contradicted, derived
 
 
