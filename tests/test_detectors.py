@@ -321,7 +321,7 @@ def test_run_detectors_records_version_and_config_and_is_deterministic():
     )
     assert cfg["llm_judge"]["backend"] == "offline:rules"
     versions = dict(a.select("detector", "detector_version").unique().iter_rows())
-    assert versions["numeric_grounding"].startswith("v4-") and versions["learned"].startswith("v2-")
+    assert versions["numeric_grounding"].startswith("v5-") and versions["learned"].startswith("v2-")
     assert a.filter(pl.col("detector") == "learned").height == sum(r["split"] != "train" for r in rows)
     with pytest.raises(ValueError, match="no parameter"):
         run_detectors(samples, {"numeric_grounding": {"treshold": 1}}, "t@1")
@@ -446,7 +446,7 @@ def test_one_unbacked_clause_of_a_long_sentence_is_a_claim_of_its_own():
 
 
 # ---- period alignment of figures ------------------------------------------------------------------
-TABLE_10K = (
+TABLE_WITH_YEARS = (
     "Net sales (in millions)\n| | 2024 | 2023 |\n|---|---|---|\n| Net sales | 391,035 | 383,285 |\n"
     "| Operating income | 123,216 | 114,301 |"
 )
@@ -455,9 +455,9 @@ TABLE_10K = (
 @pytest.mark.parametrize(
     "response, evidence, misplaced",
     [
-        ("Net sales were $383,285 million in fiscal 2024.", TABLE_10K, ["383,285 million"]),  # last year's column
-        ("Net sales were $391,035 million in fiscal 2024.", TABLE_10K, []),
-        ("Net sales were $383,285 million.", TABLE_10K, []),  # no year named: nothing to misplace
+        ("Net sales were $383,285 million in fiscal 2024.", TABLE_WITH_YEARS, ["383,285 million"]),  # last year's column
+        ("Net sales were $391,035 million in fiscal 2024.", TABLE_WITH_YEARS, []),
+        ("Net sales were $383,285 million.", TABLE_WITH_YEARS, []),  # no year named: nothing to misplace
         (
             "Revenue was $5,100 million in fiscal 2023.",
             "In fiscal 2023 revenue was $5,620 million. In fiscal 2022 it was $5,100 million.",
@@ -478,7 +478,7 @@ def test_a_figure_stated_for_another_year_is_misplaced(response, evidence, mispl
 
 def test_numeric_grounding_calls_last_years_figure_a_contradiction():
     det = get_detector("numeric_grounding")
-    sample = {"query": "What were net sales in fiscal 2024?", "history": [], "passages": [{"passage_id": "p", "text": TABLE_10K}]}
+    sample = {"query": "What were net sales in fiscal 2024?", "history": [], "passages": [{"passage_id": "p", "text": TABLE_WITH_YEARS}]}
     wrong = det.fn({**sample, "response": "Net sales were $383,285 million in fiscal 2024."}, det.params({}), DetectorContext())
     right = det.fn({**sample, "response": "Net sales were $391,035 million in fiscal 2024."}, det.params({}), DetectorContext())
     assert wrong.pred_binary == "hallucinated" and wrong.pred_type == "contradictory" and "2023" in wrong.rationale
