@@ -478,7 +478,11 @@ def test_a_figure_stated_for_another_year_is_misplaced(response, evidence, mispl
 
 def test_numeric_grounding_calls_last_years_figure_a_contradiction():
     det = get_detector("numeric_grounding")
-    sample = {"query": "What were net sales in fiscal 2024?", "history": [], "passages": [{"passage_id": "p", "text": TABLE_WITH_YEARS}]}
+    sample = {
+        "query": "What were net sales in fiscal 2024?",
+        "history": [],
+        "passages": [{"passage_id": "p", "text": TABLE_WITH_YEARS}],
+    }
     wrong = det.fn({**sample, "response": "Net sales were $383,285 million in fiscal 2024."}, det.params({}), DetectorContext())
     right = det.fn({**sample, "response": "Net sales were $391,035 million in fiscal 2024."}, det.params({}), DetectorContext())
     assert wrong.pred_binary == "hallucinated" and wrong.pred_type == "contradictory" and "2023" in wrong.rationale
