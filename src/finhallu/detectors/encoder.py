@@ -198,13 +198,17 @@ def _train(model: Any, tokenizer: Any, examples: list[Example], params: dict) ->
     order_rng = random.Random(params["seed"])
     ones = sum(sum(e.labels or ()) for e in examples)
     zeros = sum(len(e.labels or ()) for e in examples) - ones
-    # Unsupported tokens are few (an edited figure in a long answer): weight them up, within reason.
-    weight = torch.tensor([1.0, min(10.0, max(1.0, zeros / max(ones, 1)))])
+    # Unsupported tokens are few (an edited figure in a long answer): weight them up, gently (a heavy
+    # weight lets the model settle on calling every figure unsupported).
+    weight = torch.tensor([1.0, min(5.0, max(1.0, math.sqrt(zeros / max(ones, 1))))])
     loss_fn = torch.nn.CrossEntropyLoss(weight=weight, ignore_index=-100)
     opt = torch.optim.AdamW(model.parameters(), lr=params["lr"], weight_decay=0.01)
     bs = params["batch_size"]
     steps = params["epochs"] * math.ceil(len(examples) / bs)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: max(0.0, 1.0 - step / max(steps, 1)))
+    warmup = max(1, steps // 10)  # linear warm-up, then linear decay (BERT fine-tuning's schedule)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda step: (step + 1) / warmup if step < warmup else max(0.0, (steps - step) / max(steps - warmup, 1))
+    )
     model.train()
     last = float("nan")
     for _ in range(params["epochs"]):
