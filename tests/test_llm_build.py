@@ -35,9 +35,21 @@ def _stub_profile(tmp_path, stub: StubLLM) -> str:
         "limits": {"gpt-4o": {"rpm": 1_000_000, "tpm": 1_000_000_000, "concurrency": 16}},
         "default_limits": {"concurrency": 16},
     }
-    # A smaller hard-negative candidate pool keeps the step-2 judge calls (one HTTP call each) to a few thousand.
+    # A smaller hard-negative candidate pool keeps the step-2 judge calls (one HTTP call each) to a few thousand,
+    # and two dialogues per document (the demo has four) halve the calls of every stage after retrieve:
+    # the path is the same, the test costs half.
     path.write_text(
-        yaml.safe_dump({"extends": "demo", "roles": roles, "llm": llm, "retrieve": {"candidate_pool": 15}}), encoding="utf-8"
+        yaml.safe_dump(
+            {
+                "extends": "demo",
+                "roles": roles,
+                "llm": llm,
+                "retrieve": {"candidate_pool": 15},
+                "dialogues": {"dialogues_per_document": 2, "dialogues_per_filing": 2},
+                "metrics": {"bootstrap_resamples": 1000},
+            }
+        ),
+        encoding="utf-8",
     )
     return str(path)
 
