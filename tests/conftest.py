@@ -52,6 +52,7 @@ def demo_build(tmp_path_factory):
     return home, summary
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(config, items):
     """Under `pytest -n` (make test), every test of the shared demo home runs on one worker, so the
     home is built once and no two tests change it at the same time."""
