@@ -67,6 +67,7 @@ def test_plugins_never_import_stages_flows_or_cli():
         "detectors",
         "external",
         "dialogue",
+        "probe",
         "labelcheck",
         "answerability",
         "text",
@@ -80,7 +81,7 @@ def test_editing_a_stage_module_reruns_only_that_stage_and_its_descendants():
     """Each stage's code version covers its own modules and what they import, infrastructure left out:
     a stage's module may sit in the closure of that stage and its descendants only."""
     from finhallu.codeversion import INFRASTRUCTURE, module_closure
-    from finhallu.stages.pipeline import STAGES
+    from finhallu.stages.pipeline import ALL_STAGES as STAGES
 
     def descendants(name: str) -> set[str]:
         produced, out = set(), set()
@@ -109,9 +110,9 @@ def test_editing_a_stage_module_reruns_only_that_stage_and_its_descendants():
 def test_infrastructure_edits_rerun_no_stage():
     """The config models, the LLM layer and the warehouse change how a stage runs, not what it makes."""
     from finhallu.codeversion import INFRASTRUCTURE, module_closure
-    from finhallu.stages.pipeline import STAGES
+    from finhallu.stages.pipeline import ALL_STAGES
 
-    for s in STAGES:
+    for s in ALL_STAGES:
         closure = module_closure(s.run.__module__, INFRASTRUCTURE)
         assert not [
             m

@@ -195,6 +195,38 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_probe(args) -> int:
+    extra = {"probe_responses": {"targets": args.target}} if args.target else None
+    cfg, problem = checked_config(args.profile, args.set, extra=extra)
+    if cfg is not None:
+        from finhallu.flows.probe import probe_roles_problem
+
+        problem = probe_roles_problem(cfg)
+    if problem or cfg is None:
+        print(f"finhallu probe: bad configuration: {problem}", file=sys.stderr)
+        return 2
+    from finhallu.flows.probe import check_probe_keys
+    from finhallu.llm.errors import MissingKeyError
+
+    try:
+        check_probe_keys(cfg)  # before the API server starts or anything runs
+    except MissingKeyError as exc:
+        print(f"probe: not started: {exc}", file=sys.stderr)
+        return 2
+    with prefect_api(_home(args)) as ready:
+        from finhallu.flows.probe import run_probe
+
+        ready()
+        out = run_probe(cfg, _home(args), wait_s=args.wait)
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        print(f"probe {out['probe_id']} of {', '.join(out['targets'])}: report {out['report']}")
+        print(f"ratings for `finhallu agreement`: {out['ratings']}")
+        print("tables: " + ", ".join(out["tables"].values()))
+    return 0
+
+
 def cmd_eval_external(args) -> int:
     cfg, problem = checked_config(args.profile, None, args.detector)
     if not problem and args.train_on:
@@ -724,6 +756,18 @@ def _evaluation_parsers(add) -> None:
     x.add_argument("--wait", type=float, default=0.0)
     x.add_argument("--json", action="store_true", help="print the result as JSON")
     x.set_defaults(fn=cmd_eval_external)
+    pr = add("probe", help="false-premise probe (HalBench method) of target roles over the corpus")
+    pr.add_argument("--profile", default="demo", help="packaged profile name or a YAML path")
+    pr.add_argument(
+        "--target",
+        action="append",
+        metavar="ROLE",
+        help="a configured role to probe (repeatable; default: the profile's probe_responses.targets)",
+    )
+    pr.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value")
+    pr.add_argument("--wait", type=float, default=0.0)
+    pr.add_argument("--json", action="store_true", help="print the result as JSON")
+    pr.set_defaults(fn=cmd_probe)
     ag = add("agreement", help="percent agreement and Gwet's AC1 of human (and LLM judge) ratings, per criterion")
     ag.add_argument("ratings", help="CSV with columns item_id,criterion,rater,rating (see README)")
     ag.add_argument("--llm-rater", default="llm", help="the rater name of the LLM judge (default: llm)")

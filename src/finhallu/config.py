@@ -31,6 +31,10 @@ from finhallu.stages.ingest import IngestConfig
 from finhallu.stages.inject import InjectConfig
 from finhallu.stages.injection_qc import InjectionQCConfig
 from finhallu.stages.metrics import MetricsConfig
+from finhallu.stages.premise_items import PremiseItemsConfig
+from finhallu.stages.probe_report import ProbeReportConfig
+from finhallu.stages.probe_responses import ProbeResponsesConfig
+from finhallu.stages.probe_scores import ProbeScoresConfig
 from finhallu.stages.report import ReportConfig
 from finhallu.stages.retrieve import RetrieveConfig
 from finhallu.stages.seed_qa import SeedQAConfig
@@ -57,13 +61,18 @@ class BuildConfig(Section):
     detect: DetectConfig = DetectConfig()
     metrics: MetricsConfig = MetricsConfig()
     report: ReportConfig = ReportConfig()
+    # the false-premise probe (`finhallu probe`)
+    premise_items: PremiseItemsConfig = PremiseItemsConfig()
+    probe_responses: ProbeResponsesConfig = ProbeResponsesConfig()
+    probe_scores: ProbeScoresConfig = ProbeScoresConfig()
+    probe_report: ProbeReportConfig = ProbeReportConfig()
 
     @model_validator(mode="after")
     def _roles_are_called(self) -> "BuildConfig":
         """A configured role no stage calls is a typo or a leftover: say so rather than ignore it."""
-        from finhallu.stages.pipeline import STAGES
+        from finhallu.stages.pipeline import ALL_STAGES
 
-        called = {r for s in STAGES for r in s.calls_roles(self)}
+        called = {r for s in ALL_STAGES for r in s.calls_roles(self)}
         unused = sorted(set(self.roles) - called)
         if unused:
             raise ValueError(f"roles {unused} are configured but no stage calls them (the stages call: {sorted(called)})")

@@ -62,6 +62,24 @@ def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
     return task(stage.name, inputs, cfg, home, build_id, return_state=True)
 
 
+def run_stage_step(stage, refs: dict[str, TableRef], cfg: BuildConfig, home: str, build_id: str, store) -> bool:
+    """One stage of a flow on the refs so far (its outputs are added to them); True when it was cached."""
+    reporter().stage_started(stage.name)
+    inputs = {n: refs[n] for n in stage.inputs}
+    state = _run_stage(stage, inputs, cfg, home, build_id)
+    result = state.result(raise_on_failure=False)
+    if state.is_completed() and state.name == "Cached" and not all(store.is_published(r) for r in result.values()):
+        # The cache record outlived its tables (home edited by hand): rebuild the stage.
+        state = _run_stage(stage, inputs, cfg, home, build_id, refresh=True)
+        result = state.result(raise_on_failure=False)
+    if not state.is_completed():
+        reporter().stage_finished(stage.name, "failed")
+        raise result if isinstance(result, BaseException) else RuntimeError(f"stage {stage.name} failed: {state.message}")
+    refs.update(result)
+    reporter().stage_finished(stage.name, "cached" if state.name == "Cached" else "done")
+    return state.name == "Cached"
+
+
 @flow(name="finhallu-build", flow_run_name="build-{build_id}", persist_result=False, log_prints=True)
 def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = None) -> dict:
     catalog = Catalog(Path(home))
@@ -71,20 +89,8 @@ def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = N
     cached: list[str] = []
     stages = STAGES if until is None else STAGES[: [s.name for s in STAGES].index(until) + 1]
     for stage in stages:
-        reporter().stage_started(stage.name)
-        inputs = {n: refs[n] for n in stage.inputs}
-        state = _run_stage(stage, inputs, cfg, home, build_id)
-        result = state.result(raise_on_failure=False)
-        if state.is_completed() and state.name == "Cached" and not all(store.is_published(r) for r in result.values()):
-            # The cache record outlived its tables (home edited by hand): rebuild the stage.
-            state = _run_stage(stage, inputs, cfg, home, build_id, refresh=True)
-            result = state.result(raise_on_failure=False)
-        if not state.is_completed():
-            reporter().stage_finished(stage.name, "failed")
-            raise result if isinstance(result, BaseException) else RuntimeError(f"stage {stage.name} failed: {state.message}")
-        (cached if state.name == "Cached" else ran).append(stage.name)
-        refs.update(result)
-        reporter().stage_finished(stage.name, "cached" if state.name == "Cached" else "done")
+        was_cached = run_stage_step(stage, refs, cfg, home, build_id, store)
+        (cached if was_cached else ran).append(stage.name)
     # Current versions advance together, only when every stage passed: analysts always query
     # one consistent build, never a mix of a failed build's early stages and older late ones.
     if until is None:

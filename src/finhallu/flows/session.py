@@ -53,11 +53,11 @@ def check_role_keys(cfg, until: str | None = None, only: tuple[str, ...] | None 
     from finhallu.llm.keys import check_keys
     from finhallu.llm.providers import get_provider
 
-    from finhallu.stages.pipeline import STAGES
+    from finhallu.stages.pipeline import ALL_STAGES, STAGES
 
     stages = STAGES if until is None else STAGES[: [s.name for s in STAGES].index(until) + 1]
     if only is not None:
-        stages = [s for s in STAGES if s.name in only]
+        stages = [s for s in ALL_STAGES if s.name in only]
     needed = {r for s in stages for r in s.calls_roles(cfg) if r in cfg.roles}
     roles = {r: cfg.roles[r].model_dump() for r in sorted(needed)}
     check_keys(roles)

@@ -45,6 +45,8 @@ def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildC
         "inputs": {name: ref.content_hash for name, ref in sorted(inputs.items())},
         "home": str(Path(home).resolve()),
     }
+    if stage.environment is not None:
+        material["environment"] = dict(stage.environment(getattr(cfg, stage.name)))
     if stage.name == "ingest":
         from finhallu.stages.ingest import inputs_fingerprint
 

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Callable
+from typing import Callable, Mapping
 
 from pydantic import BaseModel
 
@@ -37,6 +37,12 @@ class Operation:
     name: str
     output: type[BaseModel]
     rules: Callable[..., BaseModel]
+    # The system line per language, when the operation must not be told it builds a benchmark
+    # (the probe's target replies as an assistant would to a customer); None: SYSTEM.
+    system: Mapping[str, str] | None = None
+
+    def system_line(self, lang: str) -> str:
+        return (self.system or SYSTEM)[lang]
 
     def template(self, lang: str) -> str:
         return (resources.files("finhallu") / "prompts" / lang / f"{self.name}.j2").read_text("utf-8")
@@ -48,7 +54,7 @@ class Operation:
         """(role, content) messages for the `llm` backend: a system line and the rendered template."""
         lang = lang if lang in SYSTEM else "en"
         user = _compiled(self.name, lang).render(**inputs).strip()
-        return (("system", SYSTEM[lang]), ("user", user))
+        return (("system", self.system_line(lang)), ("user", user))
 
 
 # Package templates do not change while a process runs (as for codeversion.code_hash): read, compile
@@ -58,11 +64,11 @@ def _compiled(name: str, lang: str):
     return _jinja().from_string(OPERATIONS[name].template(lang))
 
 
-def operation(name: str, output: type[BaseModel]):
+def operation(name: str, output: type[BaseModel], system: Mapping[str, str] | None = None):
     """Register the decorated function as the operation's rules backend."""
 
     def deco(fn):
-        OPERATIONS[name] = Operation(name, output, fn)
+        OPERATIONS[name] = Operation(name, output, fn, system)
         return fn
 
     return deco
@@ -79,5 +85,5 @@ def prompt_version(name: str) -> str:
     for lang in ("ko", "en"):
         f = resources.files("finhallu") / "prompts" / lang / f"{name}.j2"
         h.update(f.read_bytes() if f.is_file() else b"")
-        h.update(SYSTEM[lang].encode())
+        h.update(OPERATIONS[name].system_line(lang).encode() if name in OPERATIONS else SYSTEM[lang].encode())
     return h.hexdigest()[:16]

@@ -284,6 +284,118 @@ class PassagesRow(TypedDict):
     tokenizer: str
 
 
+class PremiseItemsRow(TypedDict):
+    """A row of `premise_items`."""
+
+    item_id: str
+    base_id: str
+    cell: str
+    mechanism: str
+    premise_kind: str
+    field: str
+    source: str
+    lang: str
+    doc_id: str
+    passage_id: str
+    institution: str | None
+    with_evidence: bool
+    context: str
+    history: list[Message]
+    prompt: str
+    false_claim: str
+    false_value: str | None
+    true_fact: str
+    true_value: str | None
+    source_passage: str
+
+
+class ProbeAnchorsRow(TypedDict):
+    """A row of `probe_anchors`."""
+
+    anchor_version: str
+    lang: str
+    pole: str
+    anchor_index: int
+    text: str
+    instruction: str
+    embedder: str | None
+    raw: float | None
+
+
+class ProbeEndpointsRow(TypedDict):
+    """A row of `probe_endpoints`."""
+
+    cell: str
+    lang: str
+    embedder: str
+    anchor_version: str
+    defer_end: float
+    hard_end: float
+    source: str
+    n_defer: int
+    n_hard: int
+
+
+class ProbeReferencesRow(TypedDict):
+    """A row of `probe_references`."""
+
+    reference_id: str
+    item_id: str
+    cell: str
+    panel_role: str
+    mode: str
+    reply: str
+
+
+class ProbeReportIndexRow(TypedDict):
+    """A row of `probe_report_index`."""
+
+    report_id: str
+    title: str
+    html: str
+
+
+class ProbeResponsesRow(TypedDict):
+    """A row of `probe_responses`."""
+
+    response_id: str
+    item_id: str
+    target: str
+    backend: str
+    reply: str
+
+
+class ProbeScoresRow(TypedDict):
+    """A row of `probe_scores`."""
+
+    response_id: str
+    item_id: str
+    target: str
+    cell: str
+    mechanism: str
+    field: str
+    lang: str
+    with_evidence: bool
+    judge_label: str | None
+    judge_rationale: str | None
+    embedder: str | None
+    axis_score: float | None
+    first_sentence_score: float | None
+    axis_label: str | None
+    sentences: int | None
+
+
+class ProbeSentenceScoresRow(TypedDict):
+    """A row of `probe_sentence_scores`."""
+
+    response_id: str
+    sentence_index: int
+    sentence: str
+    raw: float
+    score: float
+    anchor_score: float
+
+
 class QaSeedsRow(TypedDict):
     """A row of `qa_seeds`."""
 

@@ -60,6 +60,8 @@ class Stage(Generic[C]):
     rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)  # gate rules per output table
     resources: tuple[str, ...] = ()  # package files the stage reads (templates): their bytes enter the cache key
     reads: tuple[str, ...] = ()  # other config sections the stage reads (StageContext.sections; in the cache key)
+    # What outside the config changes the stage's output (a local model it finds or not), as key material
+    environment: Callable[[C], Mapping[str, Any]] | None = None
 
     def roles_for(self, config: C, configured: Mapping[str, Any]) -> tuple[str, ...]:
         """Every role this stage may call under this config (`configured`: the profile's `roles`)."""

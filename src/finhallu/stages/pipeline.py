@@ -1,4 +1,4 @@
-"""The DAG: every stage's declaration, in the order the build runs them."""
+"""The DAGs: every stage's declaration, in the order the build (and the probe) runs them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ from finhallu.stages import (
     inject,
     injection_qc,
     metrics,
+    premise_items,
+    probe_report,
+    probe_responses,
+    probe_scores,
     report,
     retrieve,
     seed_qa,
@@ -38,8 +42,12 @@ STAGES: list[Stage] = [
         report,
     )
 ]
-STAGES_BY_NAME = {s.name: s for s in STAGES}
-PRODUCER = {table: s for s in STAGES for table in s.outputs}  # output table -> the stage that writes it
+# The false-premise probe (`finhallu probe`): its own flow over the build's passages and seeds.
+PROBE_STAGES: list[Stage] = [m.STAGE for m in (premise_items, probe_responses, probe_scores, probe_report)]
+PROBE_INPUT_STAGES = ("ingest", "chunk", "embed", "seed_qa")  # the build stages it reads from (cached)
+ALL_STAGES: list[Stage] = STAGES + PROBE_STAGES
+STAGES_BY_NAME = {s.name: s for s in ALL_STAGES}
+PRODUCER = {table: s for s in ALL_STAGES for table in s.outputs}  # output table -> the stage that writes it
 
 
 def table_rules(table: str) -> tuple[Rule, ...]:
