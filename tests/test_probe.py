@@ -243,3 +243,30 @@ def test_contracts_and_the_cache_key_follow_the_probe():
         "anchors": key["environment"]["anchors"],
         "en": None,  # feature hashing has no notion of stance: no axis, and the key says so
     }
+
+
+def test_the_gate_refuses_items_whose_claim_is_the_fact_or_whose_context_is_not_the_source(probe_home):
+    from finhallu.schemas.contracts import CONTRACTS
+    from finhallu.schemas.gate import run_gate
+
+    home, _ = probe_home
+    items = CONTRACTS["premise_items"].conform(_table(home, "SELECT * EXCLUDE (version) FROM premise_items"))
+    neighbours = {"passages": _table(home, "SELECT * EXCLUDE (version) FROM passages")}
+    rules = premise_items.STAGE.rules["premise_items"]
+    assert run_gate("premise_items", items, neighbours, rules).ok
+    same = items.with_columns(
+        false_claim=pl.when(pl.col("item_id") == items["item_id"][0]).then(pl.col("true_fact")).otherwise(pl.col("false_claim"))
+    )
+    assert not run_gate("premise_items", same, neighbours, rules).ok
+    leaked = items.with_columns(context=pl.col("source_passage"))  # evidence in the no-evidence variants too
+    assert not run_gate("premise_items", leaked, neighbours, rules).ok
+
+
+def test_the_verifier_shares_no_code_with_the_builders_or_the_target():
+    import finhallu.probe.verify as verify
+    from finhallu.codeversion import _finhallu_imports
+
+    imported = _finhallu_imports(Path(verify.__file__), "finhallu.probe.verify")
+    assert not imported, imported  # it reads the passages again with its own patterns
+    judge_imports = _finhallu_imports(Path(judge_label.__code__.co_filename), "finhallu.probe.judge")
+    assert "finhallu.probe.replies" not in judge_imports  # the judge does not read the target's templates

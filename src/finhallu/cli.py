@@ -400,11 +400,13 @@ def _print_summary(console, home: Path, outcome) -> None:
 
 def cmd_stages(args) -> int:
     from finhallu.config import load_config
-    from finhallu.stages.pipeline import STAGES
+    from finhallu.stages.pipeline import PROBE_STAGES, STAGES
 
     load_config(args.profile)
-    for s in STAGES:
-        print(f"{s.name:<13} {', '.join(s.inputs) or '-':<70} -> {', '.join(s.outputs)}")
+    for title, stages in (("build", STAGES), ("probe (`finhallu probe`)", PROBE_STAGES)):
+        print(f"# {title}")
+        for s in stages:
+            print(f"{s.name:<15} {', '.join(s.inputs) or '-':<70} -> {', '.join(s.outputs)}")
     return 0
 
 

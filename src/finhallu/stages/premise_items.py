@@ -8,6 +8,7 @@ premise that is false against the corpus.
 
 from __future__ import annotations
 
+import polars as pl
 from pydantic import Field
 
 from finhallu.probe import MECHANISMS, field_of
@@ -15,6 +16,7 @@ from finhallu.probe.items import framings, items_of_cell
 from finhallu.probe.premises import fabricated_referents, false_attributes, unanswerable_years
 from finhallu.probe.verify import Corpus, check_item
 from finhallu.schemas.rows import PassagesRow, QaSeedsRow
+from finhallu.schemas.rules import Rule
 from finhallu.schemas.section import Section
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, typed_rows
 
@@ -53,6 +55,23 @@ def run(inputs: Frames, ctx: StageContext[PremiseItemsConfig]) -> Frames:
     return {"premise_items": rows_frame(rows, "item_id")}
 
 
+# Beyond the contract: the claim is never the fact itself, and an item with evidence carries its source passage.
+CLAIM_IS_NOT_THE_FACT = Rule(
+    "claim_is_not_the_fact",
+    "every item's false claim differs from the true fact it contradicts",
+    lambda df, _: df.select("item_id", ok=pl.col("false_claim") != pl.col("true_fact")),
+)
+EVIDENCE_IS_THE_SOURCE = Rule(
+    "evidence_is_the_source_passage",
+    "with evidence, the context is the source passage; without, it is empty",
+    lambda df, _: df.select(
+        "item_id",
+        ok=pl.when(pl.col("with_evidence"))
+        .then(pl.col("context") == pl.col("source_passage"))
+        .otherwise(pl.col("context") == ""),
+    ),
+)
+
 STAGE = Stage(
     "premise_items",
     run,
@@ -61,4 +80,5 @@ STAGE = Stage(
     outputs=("premise_items",),
     description="false-premise probe items",
     resources=("probe/framings.yaml",),
+    rules={"premise_items": (CLAIM_IS_NOT_THE_FACT, EVIDENCE_IS_THE_SOURCE)},
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import polars as pl
 from pydantic import Field
 
 import finhallu.probe.judge  # noqa: F401  (registers judge_probe_reply)
@@ -27,6 +28,7 @@ from finhallu.probe.axis import (
     sentence_raw_scores,
 )
 from finhallu.schemas.rows import PremiseItemsRow, ProbeReferencesRow, ProbeResponsesRow
+from finhallu.schemas.rules import Rule
 from finhallu.schemas.section import Section
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, typed_rows
 from finhallu.text.sentences import split
@@ -211,6 +213,12 @@ def run(inputs: Frames, ctx: StageContext[ProbeScoresConfig]) -> Frames:
     }
 
 
+SCORES_IN_RANGE = Rule(
+    "scores_in_unit_interval",
+    "axis scores (reply and sentence) lie in [0, 1]",
+    lambda df, _: df.select("response_id", ok=pl.col("axis_score").is_null() | pl.col("axis_score").is_between(0.0, 1.0)),
+)
+
 STAGE = Stage(
     "probe_scores",
     run,
@@ -221,5 +229,6 @@ STAGE = Stage(
     roles=("probe_judge",),
     operations=("judge_probe_reply",),
     resources=("probe/anchors.yaml",),
+    rules={"probe_scores": (SCORES_IN_RANGE,)},
     environment=environment,
 )
