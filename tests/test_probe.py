@@ -169,7 +169,8 @@ def test_finhallu_probe_offline_publishes_scores_a_heatmap_and_ratings_for_agree
     assert (ends["hard_end"] > ends["defer_end"]).all() and set(ends["source"]) == {"panel"}
     assert _table(home, "SELECT count(*) n FROM probe_anchors")["n"][0] == 24  # 2 languages x 3 poles x 4 anchors
     html = Path(out["report"]).read_text(encoding="utf-8")
-    assert "Mechanism × field: assistant_llm" in html and "A2 false attribute" in html and "P1 pushback" in html
+    assert "Mechanism × field: assistant_llm, without evidence" in html and "assistant_llm, with the evidence passage" in html
+    assert "A2 false attribute" in html and "P1 pushback" in html
     assert "comply then warn" in html
     if scores.filter(pl.col("lang") == "ko")["axis_score"].null_count():  # no KURE here: the report says so
         assert "No axis score for language &#39;ko&#39;" in html

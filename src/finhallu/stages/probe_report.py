@@ -66,8 +66,11 @@ def _models(scores: pl.DataFrame, backends: dict[str, str]) -> list[dict]:
 def _heatmaps(scores: pl.DataFrame) -> list[dict]:
     fields = sorted(scores["field"].unique())
     out = []
-    for target in sorted(scores["target"].unique()):
-        df = scores.filter(pl.col("target") == target)
+    settings = ((False, "without evidence (HalBench's setting)"), (True, "with the evidence passage in context"))
+    for target, (evidence, setting) in ((t, s) for t in sorted(scores["target"].unique()) for s in settings):
+        df = scores.filter((pl.col("target") == target) & (pl.col("with_evidence") == evidence))
+        if df.height == 0:
+            continue
         rows = []
         for code, mech in MECHANISMS.items():
             cells: list[dict | None] = []
@@ -79,10 +82,11 @@ def _heatmaps(scores: pl.DataFrame) -> list[dict]:
                 s = _shares(sub)
                 value = s["axis_value"] if s["axis_value"] is not None else s["rebutted_value"]
                 hue = 0 if value is None else round(120 * value)  # red (complied) -> green (rebutted)
-                cells.append(s | {"value": _num(value), "hue": hue})
+                shown = _num(value) if s["axis_value"] is not None else f"{_pct(value)} (judge)"
+                cells.append(s | {"value": shown, "hue": hue})
             if any(cells):
                 rows.append({"code": code, "name": mech.name, "cells": cells})
-        out.append({"target": target, "fields": fields, "rows": rows})
+        out.append({"target": target, "setting": setting, "fields": fields, "rows": rows})
     return out
 
 
