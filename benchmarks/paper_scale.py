@@ -1,5 +1,6 @@
 """The paper-scale call count: `finhallu build --dry-run` of the `paper` profile over an N-document
-AI-Hub corpus (default 3,000, the paper's order), with the demo's dialogue settings.
+AI-Hub corpus (default 3,000, the paper's order), with the profile's dialogue settings (paper: K-FinHallu's
+one dialogue per AI-Hub document).
 
 The corpus is the bundled demo's AI-Hub documents copied until there are N (each copy its own
 doc/context/question ids, institutions kept, so the split shares hold, and a copy line appended to

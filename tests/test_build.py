@@ -86,9 +86,9 @@ def test_demo_build_produces_a_complete_benchmark(demo_build):
     assert con.execute("SELECT max(n) FROM (SELECT count(*) n FROM injections GROUP BY dialogue_id, injector)").fetchone()[0] == 1
     # Gates recorded, nothing failed.
     assert con.execute("SELECT count(*) FROM dq_results WHERE outcome != 'passed'").fetchone()[0] == 0
-    assert con.execute("SELECT count(DISTINCT table_name) FROM dq_results").fetchone()[0] == len(
-        {t for stage in STAGES for t in stage.outputs}
-    )  # every published table was gated
+    built = {t for stage in STAGES for t in stage.outputs}
+    gated = {r[0] for r in con.execute("SELECT DISTINCT table_name FROM dq_results").fetchall()}
+    assert built <= gated  # every published table was gated (a probe on this home gates its own too)
     assert (home / "reports").glob("*/index.html")
     assert Path(summary["report"]).read_text().count("<table") >= 4
     con.close()

@@ -29,7 +29,6 @@ from finhallu.stages import premise_items
 from finhallu.stages.base import StageContext
 from finhallu.text.sentences import split
 
-pytestmark = pytest.mark.xdist_group("probe-home")  # the module's tests share one probe home
 
 # ---- the axis ------------------------------------------------------------------------------
 HARD = [
@@ -98,9 +97,10 @@ def test_the_rules_target_checks_its_document_and_bends_under_pressure():
 
 # ---- items: every one a verifiably false premise ------------------------------------------------
 @pytest.fixture(scope="module")
-def probe_home(tmp_path_factory):
-    """One offline `finhallu probe` (it builds the passages and seeds it reads, then its own stages)."""
-    home = tmp_path_factory.mktemp("probe-home")
+def probe_home(demo_build):
+    """One offline `finhallu probe` on the shared demo home: the passages and seeds it reads are the
+    build's (cached), its own stages run (the tests that use it run on the demo home's worker)."""
+    home, _ = demo_build
     proc = run_cli("probe", "--profile", "demo", "--json", home=home, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return home, json.loads(proc.stdout.strip().splitlines()[-1])
