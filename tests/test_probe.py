@@ -271,3 +271,28 @@ def test_the_verifier_shares_no_code_with_the_builders_or_the_target():
     assert not imported, imported  # it reads the passages again with its own patterns
     judge_imports = _finhallu_imports(Path(judge_label.__code__.co_filename), "finhallu.probe.judge")
     assert "finhallu.probe.replies" not in judge_imports  # the judge does not read the target's templates
+
+
+def test_false_attributes_change_one_figure_in_the_way_the_language_writes_it():
+    import random
+
+    from finhallu.probe.items import items_of_cell
+    from finhallu.probe.premises import false_attributes
+
+    texts = {
+        "ko": "예금자보호 한도는 1인당 5천만 원입니다. 시가 9억 원이 넘는 주택은 제외됩니다.",
+        "en": "Total deposits increased $500 million, or 10.2%, to $15.0 billion at December 31, 2024.",
+    }
+    passages = [
+        {"passage_id": f"p-{lang}", "doc_id": f"d-{lang}", "kind": "text", "lang": lang, "text": text, "title": "t"}
+        | {"source": "aihub" if lang == "ko" else "sec10k", "institution": "X"}
+        for lang, text in texts.items()
+    ]
+    premises = false_attributes(passages, random.Random(3))
+    assert len(premises) == 2
+    ko = next(p for p in premises if p.lang == "ko")
+    assert ko.true_value == "5천만 원" and ko.false_value.endswith("천만 원") and ko.false_value[0] in "12346789"
+    corpus = Corpus(passages)
+    for field in ("consumer_finance", "10-K"):
+        items = items_of_cell("B4", field, premises, 1, (True, False), lambda *salt: random.Random(repr(salt)))
+        assert len(items) == 2 and all(check_item(i, corpus) is None for i in items)

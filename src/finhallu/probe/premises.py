@@ -20,6 +20,9 @@ from finhallu.text.numbers import find_numbers, format_decimal, number_keys
 from finhallu.text.sentences import split
 
 _PLAIN = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+# A figure with one Korean scale word ("5천만", "1억"): its digits change, the word stays.
+_SCALED = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+)\s?(조|억|만|천만|백만|십만|천)")
+_SMALL_SCALE = ("천만", "백만", "십만", "천")  # "15천만" is not Korean: their digits stay below 10
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")
 FACTORS = (Decimal(2), Decimal(3), Decimal("0.5"))
 
@@ -53,18 +56,40 @@ def _format_like(raw: str, value: Decimal) -> str:
     return text
 
 
+def _digits_of(raw: str) -> tuple[str, str | None] | None:
+    """(the digits to change, the Korean scale word after them or None) of a figure's number part."""
+    if _PLAIN.fullmatch(raw):
+        return raw, None
+    m = _SCALED.fullmatch(raw)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _acceptable(new: Decimal, scale: str | None, unit: str) -> bool:
+    if new <= 0 or (unit.startswith("%") and new > 100):
+        return False
+    if scale is None:
+        return True
+    return new == new.to_integral_value() and (scale not in _SMALL_SCALE or new < 10)
+
+
 def _perturbed(sentence: str, doc_keys: set[str], rng: random.Random) -> tuple[str, str, str] | None:
-    """(false sentence, false figure, true figure): one plain figure of the sentence scaled so that the
+    """(false sentence, false figure, true figure): one figure of the sentence scaled so that the
     document states the new value nowhere; None when no figure can be changed that way."""
-    spans = [s for s in find_numbers(sentence) if _PLAIN.fullmatch(sentence[s.start : s.number_end].strip())]
+    spans = [s for s in find_numbers(sentence) if _digits_of(sentence[s.start : s.number_end].strip())]
     spans = [s for s in spans if not (s.unit in ("", "년") and 1900 <= s.value <= 2100) and s.value > 0]
+    # an amount, rate or count with its unit says more than a bare number ("1인당")
+    spans = [s for s in spans if s.unit or s.raw != sentence[s.start : s.number_end]] or spans
     if not spans:
         return None
     span = spans[rng.randrange(len(spans))]
-    digits = sentence[span.start : span.number_end].strip()
-    for factor in rng.sample(FACTORS, len(FACTORS)):
-        new = Decimal(digits.replace(",", "")) * factor
-        if span.unit.startswith("%") and new > 100:
+    digits, scale = _digits_of(sentence[span.start : span.number_end].strip()) or ("", None)
+    value = Decimal(digits.replace(",", ""))
+    if scale in _SMALL_SCALE:  # one digit before 천만/천: another digit, not a multiple
+        candidates = [Decimal(d) for d in rng.sample(range(1, 10), 9)]
+    else:
+        candidates = [value * f for f in rng.sample(FACTORS, len(FACTORS))]
+    for new in candidates:
+        if not _acceptable(new, scale, span.unit):
             continue
         new_digits = _format_like(digits, new)
         if new_digits == digits or Decimal(new_digits.replace(",", "")) <= 0:
@@ -88,7 +113,7 @@ def false_attributes(passages: Sequence[Mapping], rng: random.Random) -> list[Pr
             continue
         for sentence in split(p["text"], p["lang"]):
             sentence = sentence.strip()
-            if not (25 <= len(sentence) <= 320) or sentence.startswith("|") or "\n" in sentence:
+            if not (15 <= len(sentence) <= 320) or sentence.startswith("|") or "\n" in sentence:
                 continue
             changed = _perturbed(sentence, doc_keys[p["doc_id"]], rng)
             if changed:
