@@ -24,7 +24,7 @@ def test_prefect_yaml_entrypoints_match_flows():
 
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     names = {d["name"]: d for d in spec["deployments"]}
-    assert set(names) == {"rebuild", "evaluate"}
+    assert set(names) == {"rebuild", "evaluate", "probe"}
     assert names["rebuild"]["schedules"][0]["cron"] == "0 3 * * 1"
     assert set(names["evaluate"]["parameters"]) >= {"dataset_version", "detectors"}
     for d in spec["deployments"]:
@@ -127,7 +127,7 @@ def test_make_ui_deploy_worker_run_the_deployments_and_a_rebuild_is_fully_cached
         dep = run("deploy")
         assert dep.returncode == 0, dep.stdout[-2000:] + dep.stderr[-2000:]
         deployments = {d["name"]: d for d in _api(port, "deployments/filter", {})}
-        assert set(deployments) == {"rebuild", "evaluate"}
+        assert set(deployments) == {"rebuild", "evaluate", "probe"}
         assert [s["schedule"]["cron"] for s in deployments["rebuild"]["schedules"]] == ["0 3 * * 1"]
         assert all(s["active"] for s in deployments["rebuild"]["schedules"])
 

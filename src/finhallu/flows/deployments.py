@@ -1,4 +1,4 @@
-"""Entrypoints of the deployments in prefect.yaml: scheduled `rebuild` and on-demand `evaluate`."""
+"""Entrypoints of the deployments in prefect.yaml: scheduled `rebuild`, on-demand `evaluate` and `probe`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from prefect import flow
 
 from finhallu.flows.build import run_build
 from finhallu.flows.evaluate import run_evaluate
+from finhallu.flows.probe import run_probe
 
 
 @flow(name="finhallu-rebuild", log_prints=True)
@@ -31,3 +32,9 @@ def evaluate(
     return run_evaluate(
         home, profile=profile, dataset_version=dataset_version, detectors=detectors, wait_s=wait_s, make_current=make_current
     )
+
+
+@flow(name="finhallu-probe", log_prints=True)
+def probe(profile: str = "demo", home: str = "data", targets: list[str] | None = None, wait_s: float = 3600.0) -> dict:
+    """The false-premise probe of the target roles (default: the profile's) over the home's corpus."""
+    return run_probe(profile, home, targets=targets, wait_s=wait_s)

@@ -24,7 +24,7 @@ from finhallu.warehouse import Catalog, TableRef
 CRITERION = "premise_handling"
 
 
-@flow(name="finhallu-probe", flow_run_name="probe-{build_id}", persist_result=False, log_prints=True)
+@flow(name="finhallu-probe-stages", flow_run_name="probe-{build_id}", persist_result=False, log_prints=True)
 def probe_flow(cfg: BuildConfig, home: str, build_id: str) -> dict:
     store = Catalog(Path(home)).store
     refs: dict[str, TableRef] = {}
