@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -73,8 +74,16 @@ def _api(port: int, path: str, body: dict | None = None):
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
+    # Like Prefect's own client: a 503 (its SQLite database locked by the worker or the scheduler on
+    # a busy machine) or a 429 is retried, the request having changed nothing.
+    for attempt in range(8):
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code not in (429, 503) or attempt == 7:
+                raise
+            time.sleep(min(2**attempt, 10))
 
 
 def _builds(home) -> list[dict]:
