@@ -31,7 +31,7 @@ test: $(TEST_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
 
 ui: $(STAMP)
 	$(VENV)/bin/finhallu ui --home $(HOME_DIR) --port $(UI_PORT)

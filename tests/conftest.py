@@ -54,8 +54,15 @@ def demo_build(tmp_path_factory):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(config, items):
-    """Under `pytest -n` (make test), every test of the shared demo home runs on one worker, so the
-    home is built once and no two tests change it at the same time."""
+    """Under `pytest -n` (make test), the tests of a shared demo home run on one worker, so no two
+    tests change it at the same time. They are two groups: one chain of them all ran longer than the
+    rest of the suite on the other worker, so each group builds its own home (one cold build more)
+    and the two chains run side by side."""
     for item in items:
         if "demo_build" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("demo-home"))
+            service = item.path.name in SERVICE_CHAIN
+            item.add_marker(pytest.mark.xdist_group("demo-home-service" if service else "demo-home"))
+
+
+# The demo-home tests that run servers, workers and remote models (the longest ones).
+SERVICE_CHAIN = {"test_deployments.py", "test_llm_build.py", "test_probe.py"}
