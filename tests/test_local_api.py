@@ -35,3 +35,45 @@ def test_server_outlives_its_idle_time_while_a_client_holds_it(tmp_path, monkeyp
     else:
         raise AssertionError("the idle server did not stop")
     assert not api_file(home).exists()
+
+
+def test_a_new_home_starts_from_the_first_servers_pristine_run_database(tmp_path, monkeypatch):
+    """The first server keeps its freshly migrated run database (migrations and block registry only)
+    as the template; a new home's run database is a copy of it, and its server runs on it."""
+    import httpx
+
+    from finhallu.service.local_api import pristine, run_db, seed_run_db, stop_home_api, template_db
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("FINHALLU_API_IDLE_S", "600")
+    first, second = tmp_path / "first", tmp_path / "second"
+    monkeypatch.setenv("PREFECT_HOME", str(first / "prefect"))
+    first.mkdir()
+    api = HomeAPI(first).ensure()
+    try:
+        api.url(timeout=300)
+        template = template_db()
+        for _ in range(3000):  # written by the server right after it is ready (bounded wait)
+            if template.exists():
+                break
+            time.sleep(0.1)
+        assert template.exists() and pristine(template)
+    finally:
+        api.release()
+        stop_home_api(first)
+
+    monkeypatch.setenv("PREFECT_HOME", str(second / "prefect"))
+    (second / "prefect").mkdir(parents=True)
+    assert seed_run_db() and run_db().read_bytes() == template.read_bytes()
+    assert not seed_run_db()  # an existing run database is never replaced
+    api = HomeAPI(second).ensure()
+    try:
+        url = api.url(timeout=300)
+        assert len(httpx.post(f"{url}/block_types/filter", json={}, timeout=30).json()) > 10
+        httpx.post(f"{url}/flows/", json={"name": "a-home-of-its-own"}, timeout=30).raise_for_status()
+        assert not pristine(run_db())  # what a home ran never becomes a template
+    finally:
+        api.release()
+        stop_home_api(second)
+    monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://db/prefect")
+    assert template_db() is None  # runs kept elsewhere: no SQLite template

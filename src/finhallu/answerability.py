@@ -13,7 +13,7 @@ from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import answer_is_checkable
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.quantities import quantities, states_value
-from finhallu.text.words import content_words
+from finhallu.text.words import content_word_set
 from typing import Literal
 from pydantic import Field
 from finhallu.schemas.section import Section
@@ -42,10 +42,10 @@ JUDGE = "answerability_judge"
 
 
 def clue_coverage(passage: str, clue: str | None) -> float:
-    words = set(content_words(clue or ""))
+    words = content_word_set(clue or "")
     if not words:
         return 0.0
-    have = set(content_words(passage))
+    have = content_word_set(passage)
     return len(words & have) / len(words)
 
 

@@ -27,7 +27,7 @@ from finhallu.text.numbers import find_numbers, number_keys
 from finhallu.text.derived import derivation, restated_at_scale
 from finhallu.text.quantities import quantities, states_value
 from finhallu.text.sentences import split_sentences
-from finhallu.text.words import content_words
+from finhallu.text.words import content_word_set, content_words
 
 
 def evidence_texts(sample: dict, use_history: bool = True, use_query: bool = True, max_passages: int | None = None) -> list[str]:
@@ -51,7 +51,7 @@ def question_of(sample: dict) -> str:
 @lru_cache(maxsize=1 << 16)
 def words(text: str) -> frozenset:
     """Content words of a text, memoized: the same passages are checked against many responses."""
-    return frozenset(content_words(text))
+    return content_word_set(text)
 
 
 @lru_cache(maxsize=1 << 14)

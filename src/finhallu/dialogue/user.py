@@ -16,7 +16,7 @@ from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers
 from finhallu.text.phrases import noun_phrases, topic_of
 from finhallu.text.sentences import split_sentences
-from finhallu.text.words import content_words, has_final_consonant, jaccard, particle
+from finhallu.text.words import content_word_set, content_words, has_final_consonant, jaccard, particle
 
 
 @operation("choose_next_question", ChoiceOut)
@@ -162,7 +162,7 @@ def _ko_colloquial(q: str, rng: random.Random) -> str:
 
 
 def _shares(word: str, previous: str) -> bool:
-    prev = set(content_words(previous))
+    prev = content_word_set(previous)
     return bool(word) and any(w in prev for w in content_words(word)) and not word[0].isdigit()
 
 
@@ -235,7 +235,7 @@ def _ko_rewrite(q: str, previous: str, previous_response: str, rng: random.Rando
         pro = _ko_proform(words, previous + " " + (previous_response or ""))
         if pro:
             return _ko_colloquial(pro, rng)
-    if set(content_words(q)) & set(content_words(previous)):
+    if content_word_set(q) & content_word_set(previous):
         return _ko_colloquial(q, rng)  # same topic, nothing to elide: a plain follow-up
     return rng.choice(_KO_SHIFT) + _ko_colloquial(q, rng)
 
@@ -265,9 +265,7 @@ def _en_rewrite(q: str, previous: str, rng: random.Random) -> str:
     if cur is None or cur["ent"] != prev.get("ent"):
         if cur and cur["rest"]:
             q = cur["rest"][0].upper() + cur["rest"][1:]
-        return (
-            q if set(content_words(q)) & set(content_words(previous)) else rng.choice(_EN_SHIFT) + (_lower_first(q) if q else q)
-        )
+        return q if content_word_set(q) & content_word_set(previous) else rng.choice(_EN_SHIFT) + (_lower_first(q) if q else q)
     same_year = cur["year"] == prev.get("year")
     if cur["rest"]:  # "According to X's 10-K for fiscal Y, what was the Z?" -> "What was the Z[ that year / in Y]?"
         rest = cur["rest"].rstrip("?")

@@ -21,7 +21,7 @@ from finhallu.injectors.verify import OPINION_MARKERS, Proposal
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.sentences import split_sentences
 from finhallu.text.numbers import number_keys
-from finhallu.text.words import content_words
+from finhallu.text.words import content_word_set, content_words
 
 _YES_NO = {"예", "네", "아니오", "아니요", "yes", "no"}
 
@@ -34,7 +34,7 @@ def carries_answer(sentence: str, answer: str, clue: str) -> bool:
         return True
     if clue and (contains_normalized(clue, sentence) or contains_normalized(sentence, clue)):
         return True
-    words, clue_words = set(content_words(sentence)), set(content_words(clue))
+    words, clue_words = content_word_set(sentence), content_word_set(clue)
     return bool(words) and len(words & clue_words) / len(words) >= 0.5
 
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.quantities import Quantity, quantities, states_value
 from finhallu.text.sentences import split_sentences
-from finhallu.text.words import content_words
+from finhallu.text.words import content_word_set, content_words
 
 # A refusal declines for lack of evidence. Kept independent of the phrasings the assistant uses.
 _REFUSAL = re.compile(
@@ -93,8 +93,8 @@ def may_state_answer(text: str, answer: str | None, clue: str | None) -> bool:
 
 def holds_clue(text: str, clue: str, share: float = 0.8) -> bool:
     """Most of the clue's content words occur in text as words (not inside longer words)."""
-    words = set(content_words(clue))
-    return len(words) >= 3 and len(words & set(content_words(text))) / len(words) >= share
+    words = content_word_set(clue)
+    return len(words) >= 3 and len(words & content_word_set(text)) / len(words) >= share
 
 
 def unsupported_figures(text: str, sources: str) -> list[Quantity]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from finhallu.llm.operations import operation
 from finhallu.text.numbers import number_keys
 from finhallu.text.sentences import split
-from finhallu.text.words import content_words
+from finhallu.text.words import content_word_set
 
 ASSISTANT_SYSTEM = {
     "ko": "당신은 금융회사의 고객 상담 어시스턴트입니다. 고객의 마지막 메시지에 답하세요. 답변은 JSON 객체 하나로, 'reply' 필드에 담으세요.",
@@ -74,9 +74,9 @@ def quoted_claim(message: str) -> str:
 
 
 def _closest_sentence(claim: str, context: str, lang: str) -> str:
-    words = set(content_words(claim))
+    words = content_word_set(claim)
     sentences = split(context, lang) or [context]
-    return max(sentences, key=lambda s: len(words & set(content_words(s)))).strip()
+    return max(sentences, key=lambda s: len(words & content_word_set(s))).strip()
 
 
 def _contradiction(message: str, context: str, lang: str) -> str | None:

@@ -15,10 +15,13 @@ running `finhallu ui` for the home is preferred over it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
+import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -29,6 +32,72 @@ from pathlib import Path
 from typing import TextIO
 
 DEFAULT_IDLE_S = 900.0
+
+
+# A fresh run database is Prefect's migrations plus its block registry, the same on every home:
+# its first server saves it here (per Prefect version) and new homes start from a copy, which
+# spares each new home the migrations (~10 s, several times that on a busy machine).
+_TEMPLATE_TABLES = {"alembic_version", "block_type", "block_schema", "block_schema_reference"}
+
+
+def run_db() -> Path:
+    """The Prefect run database servers started from here use (SQLite under PREFECT_HOME, which
+    the CLI sets to `<home>/prefect`; Prefect's own default otherwise)."""
+    return Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect") / "prefect.db"
+
+
+def template_db() -> Path | None:
+    """Where the pristine run database of this Prefect version is kept; None when runs go to a
+    database other than the default SQLite file (PREFECT_API_DATABASE_CONNECTION_URL)."""
+    if os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL"):
+        return None
+    from importlib.metadata import version
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "finhallu"
+    return cache / f"prefect-{version('prefect')}-rundb.sqlite"
+
+
+def seed_run_db() -> bool:
+    """A home without a run database gets a copy of the template, if there is one."""
+    template, db = template_db(), run_db()
+    if template is None or db.exists() or not template.exists():
+        return False
+    tmp = db.with_name(f".{db.name}.{os.getpid()}.tmp")
+    shutil.copyfile(template, tmp)
+    os.replace(tmp, db)
+    return True
+
+
+def pristine(db: Path) -> bool:
+    """Only migrations and the block registry: nothing a home ran or configured."""
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        if "alembic_version" not in tables:
+            return False
+        return all(
+            con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] == 0
+            for t in tables
+            if t not in _TEMPLATE_TABLES and not t.startswith("sqlite_")
+        )
+
+
+def save_template(db: Path) -> bool:
+    """Keep a ready server's run database as the template when none is kept yet and it is still
+    pristine (a snapshot taken after a build's first run arrived is dropped)."""
+    template = template_db()
+    if template is None or template.exists() or not db.exists():
+        return False
+    template.parent.mkdir(parents=True, exist_ok=True)
+    tmp = template.with_name(f".{template.name}.{os.getpid()}.tmp")
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as src, contextlib.closing(sqlite3.connect(tmp)) as dst:
+            src.backup(dst)  # a consistent snapshot while the server writes
+        if not pristine(tmp):
+            return False
+        os.replace(tmp, template)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _free_port() -> int:
@@ -93,6 +162,7 @@ class HomeAPI:
             if url and _healthy(url, timeout=0.3):
                 self._url = url
                 return self
+        seed_run_db()
         port = _free_port()
         idle = os.environ.get("FINHALLU_API_IDLE_S", str(DEFAULT_IDLE_S))
         env = {**os.environ, "PREFECT_UI_ENABLED": "0"}
@@ -182,6 +252,10 @@ def _watchdog(home: Path, port: int, idle_s: float) -> None:
     while not _healthy(f"http://127.0.0.1:{port}/api", timeout=2):  # idle time starts at readiness
         time.sleep(0.5)
     ready = time.time()
+    try:
+        save_template(run_db())
+    except (OSError, sqlite3.Error):
+        pass  # only an optimisation for the next new home
     while True:
         time.sleep(min(5.0, max(0.5, idle_s / 4)))
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _PARTICLES = sorted(
     [
@@ -109,6 +110,7 @@ def is_particle(word: str) -> bool:
     return word in _PARTICLE_SET
 
 
+@lru_cache(maxsize=1 << 17)  # a corpus has few distinct words; each is stripped millions of times
 def strip_particle(word: str) -> str:
     for p in _PARTICLES:
         if len(word) > len(p) + 1 and word.endswith(p):
@@ -117,18 +119,29 @@ def strip_particle(word: str) -> str:
 
 
 def content_words(text: str) -> list[str]:
-    t = unicodedata.normalize("NFKC", text or "").lower()
+    return list(_content_words(text or ""))
+
+
+# Texts (questions, passages, responses) are compared with many others: each is read once.
+@lru_cache(maxsize=1 << 16)
+def _content_words(text: str) -> tuple[str, ...]:
+    t = unicodedata.normalize("NFKC", text).lower()
     out = []
     for w in _WORD_RE.findall(t):
         w = strip_particle(w) if w[0] >= "가" else w.replace(",", "")
         if len(w) >= 2 and w not in STOPWORDS and w not in _PARTICLE_SET:
             out.append(w)
-    return out
+    return tuple(out)
+
+
+@lru_cache(maxsize=1 << 16)
+def content_word_set(text: str) -> frozenset[str]:
+    return frozenset(_content_words(text or ""))
 
 
 def jaccard(a: str, b: str) -> float:
     """Jaccard overlap of two texts' content words."""
-    x, y = set(content_words(a)), set(content_words(b))
+    x, y = content_word_set(a), content_word_set(b)
     return len(x & y) / len(x | y) if x | y else 0.0
 
 

@@ -22,7 +22,7 @@ from finhallu.stages.seed_qa.tables import _PERIOD_LABEL, _header_like, split_ro
 from finhallu.stages.seed_qa.values import _EN_YEAR as _YEAR
 from finhallu.stages.seed_qa.values import DocPeriods, Period, period_in
 from finhallu.text.normalize import contains_normalized
-from finhallu.text.words import content_words
+from finhallu.text.words import content_word_set
 
 PERIOD_MISMATCH, ROW_MISMATCH = "period_mismatch", "row_mismatch"
 
@@ -61,8 +61,8 @@ def label_named(question: str, label: str) -> bool:
         return True
     if contains_normalized(question, label):
         return True
-    words = set(content_words(label))
-    return bool(words) and words <= set(content_words(question))
+    words = content_word_set(label)
+    return bool(words) and words <= content_word_set(question)
 
 
 def question_mismatch(question: str, labels: list[str], period: Period | None, doc: DocPeriods, lang: str) -> str | None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from finhallu.llm.operations import operation
 from finhallu.llm.router import LLMRouter
-from finhallu.text.words import content_words, strip_particle
+from finhallu.text.words import content_word_set, strip_particle
 
 
 class GroupsOut(BaseModel):
@@ -112,7 +112,7 @@ def _metric_tokens(text: str) -> list[str]:
 def question_signature(question: str, company: str) -> tuple[frozenset, frozenset, str]:
     """(metric words, period mentions, kind of answer) of a question."""
     periods = frozenset(re.sub(r"\s|년(?:도)?(?:에|의|말)?$", "", m) for m in _PERIOD.findall(question))
-    skip = set(_metric_tokens(company)) | set(content_words(company)) | _PHRASING
+    skip = set(_metric_tokens(company)) | content_word_set(company) | _PHRASING
     words = set()
     for w in _metric_tokens(_PERIOD.sub(" ", question)):
         if len(w) >= 2 and w not in skip and not w[0].isdigit() and not _CHANGE.search(w):

@@ -39,7 +39,7 @@ from finhallu.stages.seed_qa.triplets import TripletItem, _period_of, ground_in_
 from finhallu.stages.seed_qa.values import parse_cell
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers
-from finhallu.text.words import content_words, particle
+from finhallu.text.words import content_word_set, content_words, particle
 
 METHOD = "triplet_qa"
 
@@ -252,9 +252,9 @@ def judge_seed_qa(
     context = supporting_line
     if supporting_line.startswith("|"):  # a table row: its column headers belong to its evidence
         context = passage.split("\n| ---", 1)[0] + "\n" + supporting_line
-    skip = set(content_words(company)) | set(content_words(period_text)) | _TEMPLATE_WORDS
+    skip = content_word_set(company) | content_word_set(period_text) | _TEMPLATE_WORDS
     asked = [w for w in content_words(question) if w not in skip and not w[0].isdigit()]
-    have = set(content_words(context))
+    have = content_word_set(context)
     if asked and sum(w in have for w in asked) / len(asked) < 0.5:
         return drop("question not grounded in the supporting line")
     amount = parse_cell(answer)
