@@ -74,16 +74,23 @@ def module_closure(module: str, exclude: tuple[str, ...] = ()) -> dict[str, str]
         name = todo.pop()
         if name in seen or any(name == x or name.startswith(x + ".") for x in exclude):
             continue
-        path = _module_file(name)
-        if path is None:
-            seen[name] = ""
-            continue
-        src = path.read_text("utf-8")
-        seen[name] = hashlib.sha256(src.encode()).hexdigest()
-        todo.extend(_finhallu_imports(path, name) - seen.keys())
-        if path.name == "__init__.py" and ("import_module" in src or "finhallu.registry" in src):  # plugin registries
-            todo.extend(f"{name}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__")
+        seen[name], reached = _module_source(name)
+        todo.extend(m for m in reached if m not in seen)
     return seen
+
+
+@lru_cache(maxsize=None)  # a build hashes ~20 closures over the same modules; sources do not change under it
+def _module_source(name: str) -> tuple[str, tuple[str, ...]]:
+    """(the module's source sha256, the finhallu modules it reaches: its imports, and a plugin
+    registry package's modules); ("", ()) for a module without a .py source."""
+    path = _module_file(name)
+    if path is None:
+        return "", ()
+    src = path.read_text("utf-8")
+    reached = sorted(_finhallu_imports(path, name))
+    if path.name == "__init__.py" and ("import_module" in src or "finhallu.registry" in src):  # plugin registries
+        reached += sorted(f"{name}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__")
+    return hashlib.sha256(src.encode()).hexdigest(), tuple(reached)
 
 
 def source_hash(*modules: str) -> str:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 import unicodedata
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -81,6 +82,11 @@ def format_decimal(v: Decimal) -> str:
 
 
 def find_numbers(text: str) -> list[NumberSpan]:
+    return list(_find_numbers(text))
+
+
+@lru_cache(maxsize=1 << 15)  # the same passage or response is scanned by many checks; spans are frozen
+def _find_numbers(text: str) -> tuple[NumberSpan, ...]:
     out = []
     for m in NUMBER_RE.finditer(text):
         value = parse_number(m.group(0))
@@ -90,7 +96,7 @@ def find_numbers(text: str) -> list[NumberSpan]:
         unit = unit_m.group(1) if unit_m else ""
         end = unit_m.end() if unit_m else m.end()
         out.append(NumberSpan(m.start(), end, text[m.start() : end], value, unit.lower(), m.end()))
-    return out
+    return tuple(out)
 
 
 def canon_unit(unit: str) -> str:
