@@ -12,6 +12,25 @@ ROOT = Path(__file__).resolve().parents[1]
 FINHALLU = [sys.executable, "-m", "finhallu.cli"]
 
 
+# The demo corpus cut to one AI-Hub part (one institution per split) and both filings:
+# for tests of the machinery around the stages (LLM transport, faults), where the corpus size only
+# costs time. A cold build on it takes about three quarters of the full demo's.
+SMALL_DEMO = {
+    "ingest": {
+        "sources": [
+            {
+                "kind": "aihub",
+                "paths": ["pkg:demo/aihub/TL_demo_part2.json"],
+                "test_institutions": ["주택도시보증공사"],
+                "valid_institutions": ["한국주택금융공사"],
+            },
+            {"kind": "sec10k", "paths": ["pkg:demo/sec10k"]},
+            {"kind": "dart", "paths": ["pkg:demo/dart"]},
+        ]
+    }
+}
+
+
 def fixtures_dir() -> Path:
     return Path(os.environ.get("FINHALLU_FIXTURES", ROOT.parent / "shared" / "data"))
 
@@ -54,15 +73,9 @@ def demo_build(tmp_path_factory):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(config, items):
-    """Under `pytest -n` (make test), the tests of a shared demo home run on one worker, so no two
-    tests change it at the same time. They are two groups: one chain of them all ran longer than the
-    rest of the suite on the other worker, so each group builds its own home (one cold build more)
-    and the two chains run side by side."""
+    """Under `pytest -n` (make test), the tests of the shared demo home run on one worker, so no two
+    tests change it at the same time. One group, one cold build: splitting them into two groups
+    with a home each (tried) cost a whole cold build more and made the suite slower on 2 cores."""
     for item in items:
         if "demo_build" in getattr(item, "fixturenames", ()):
-            service = item.path.name in SERVICE_CHAIN
-            item.add_marker(pytest.mark.xdist_group("demo-home-service" if service else "demo-home"))
-
-
-# The demo-home tests that run servers, workers and remote models (the longest ones).
-SERVICE_CHAIN = {"test_deployments.py", "test_llm_build.py", "test_probe.py"}
+            item.add_marker(pytest.mark.xdist_group("demo-home"))

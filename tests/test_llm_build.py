@@ -15,7 +15,7 @@ from finhallu.config import load_config
 from finhallu.estimate import dry_run, save_estimate
 from finhallu.llm.stub_server import StubLLM, replay_responder
 from finhallu.stages.pipeline import STAGES
-from conftest import run_cli
+from conftest import SMALL_DEMO, run_cli
 
 # The loopback model answers every prompt as the dry run's rules backend did (replay_responder),
 # so the build takes the path the estimate took; prompts it has not seen get the scripted answers.
@@ -36,12 +36,13 @@ def _stub_profile(tmp_path, stub: StubLLM) -> str:
         "default_limits": {"concurrency": 16},
     }
     # A smaller hard-negative candidate pool keeps the step-2 judge calls (one HTTP call each) to a few thousand,
-    # and two dialogues per document (the demo has four) halve the calls of every stage after retrieve:
-    # the path is the same, the test costs half.
+    # two dialogues per document (the demo has four) halve the calls of every stage after retrieve, and
+    # the small corpus (one AI-Hub part, both filings) cuts every stage: the path is the same, the test costs less.
     path.write_text(
         yaml.safe_dump(
             {
                 "extends": "demo",
+                **SMALL_DEMO,
                 "roles": roles,
                 "llm": llm,
                 "retrieve": {"candidate_pool": 15},
