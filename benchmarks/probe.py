@@ -24,9 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from finhallu.config import load_config  # noqa: E402
 from finhallu.flows.probe import run_probe  # noqa: E402
-from finhallu.probe import MECHANISMS, field_of  # noqa: E402
-from finhallu.probe.items import framings, items_of_cell  # noqa: E402
-from finhallu.probe.premises import fabricated_referents, false_attributes, unanswerable_years  # noqa: E402
+from finhallu.probe import MECHANISMS  # noqa: E402
+from finhallu.probe.items import corpus_items  # noqa: E402
 from finhallu.probe.verify import Corpus, check_item  # noqa: E402
 from finhallu.stages.base import StageContext  # noqa: E402
 
@@ -34,21 +33,14 @@ from finhallu.stages.base import StageContext  # noqa: E402
 def verifier_acceptance(passages: list[dict], seeds: list[dict], per_cell: int, seed: int) -> tuple[int, int, dict[str, int]]:
     """(items built, items accepted, rejection reasons) before the stage drops anything."""
     ctx = StageContext(stage="premise_items", config=None, seed=seed)
-    premises = (
-        false_attributes(passages, ctx.rng("A2"))
-        + fabricated_referents(passages, framings()["fabricate"], ctx.rng("A1"))
-        + unanswerable_years(passages, seeds, ctx.rng("A3"))
-    )
     corpus = Corpus(passages)
     built, accepted, reasons = 0, 0, {}
-    for m in MECHANISMS:
-        for f in sorted({field_of(p["source"]) for p in passages}):
-            for item in items_of_cell(m, f, premises, per_cell, (True, False), ctx.rng):
-                built += 1
-                why = check_item(item, corpus)
-                accepted += why is None
-                if why:
-                    reasons[why.split(" (")[0]] = reasons.get(why.split(" (")[0], 0) + 1
+    for item in corpus_items(passages, seeds, list(MECHANISMS), per_cell, (True, False), ctx.rng):
+        built += 1
+        why = check_item(item, corpus)
+        accepted += why is None
+        if why:
+            reasons[why.split(" (")[0]] = reasons.get(why.split(" (")[0], 0) + 1
     return built, accepted, reasons
 
 

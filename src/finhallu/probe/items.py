@@ -9,13 +9,13 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 from importlib import resources
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import yaml
 
 from finhallu.ids import stable_id
-from finhallu.probe import MECHANISMS, cell_of
-from finhallu.probe.premises import Premise
+from finhallu.probe import MECHANISMS, cell_of, field_of
+from finhallu.probe.premises import Premise, fabricated_referents, false_attributes, unanswerable_years
 
 
 @lru_cache(maxsize=1)
@@ -94,3 +94,24 @@ def items_of_cell(
                 }
             )
     return rows
+
+
+def corpus_items(
+    passages: Sequence[Mapping],
+    seeds: Sequence[Mapping],
+    mechanisms: Sequence[str],
+    per_cell: int,
+    variants: tuple[bool, ...],
+    rng: Callable[..., random.Random],
+) -> Iterator[dict]:
+    """Every mechanism's items in every field the corpus has, from the corpus's false premises
+    (`rng(name)`: the stage's named, seeded streams), before the verifier sees them."""
+    premises = (
+        false_attributes(passages, rng("A2"))
+        + fabricated_referents(passages, framings()["fabricate"], rng("A1"))
+        + unanswerable_years(passages, seeds, rng("A3"))
+    )
+    fields = sorted({field_of(str(p["source"])) for p in passages})
+    for mechanism in mechanisms:
+        for field in fields:
+            yield from items_of_cell(mechanism, field, premises, per_cell, variants, rng)

@@ -11,9 +11,8 @@ from __future__ import annotations
 import polars as pl
 from pydantic import Field
 
-from finhallu.probe import MECHANISMS, field_of
-from finhallu.probe.items import framings, items_of_cell
-from finhallu.probe.premises import fabricated_referents, false_attributes, unanswerable_years
+from finhallu.probe import MECHANISMS
+from finhallu.probe.items import corpus_items
 from finhallu.probe.verify import Corpus, check_item
 from finhallu.schemas.rows import PassagesRow, QaSeedsRow
 from finhallu.schemas.rules import Rule
@@ -34,22 +33,14 @@ def run(inputs: Frames, ctx: StageContext[PremiseItemsConfig]) -> Frames:
         raise ValueError(f"premise_items.mechanisms: unknown {unknown}; known: {list(MECHANISMS)}")
     passages = [dict(p) for p in typed_rows(inputs["passages"], PassagesRow)]
     seeds = [dict(s) for s in typed_rows(inputs["qa_seeds"], QaSeedsRow)]
-    premises = (
-        false_attributes(passages, ctx.rng("A2"))
-        + fabricated_referents(passages, framings()["fabricate"], ctx.rng("A1"))
-        + unanswerable_years(passages, seeds, ctx.rng("A3"))
-    )
-    fields = sorted({field_of(str(p["source"])) for p in passages})
     variants = (True, False) if cfg.with_and_without_evidence else (False,)
     corpus = Corpus(passages)
     rows, rejected = [], 0
-    for mechanism in cfg.mechanisms:
-        for field in fields:
-            for item in items_of_cell(mechanism, field, premises, cfg.items_per_cell, variants, ctx.rng):
-                if check_item(item, corpus) is None:
-                    rows.append(item)
-                else:
-                    rejected += 1
+    for item in corpus_items(passages, seeds, cfg.mechanisms, cfg.items_per_cell, variants, ctx.rng):
+        if check_item(item, corpus) is None:
+            rows.append(item)
+        else:
+            rejected += 1
     if rejected:
         ctx.warn(f"premise_items: {rejected} items dropped: the verifier found their premise not false against the corpus")
     return {"premise_items": rows_frame(rows, "item_id")}
