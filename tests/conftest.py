@@ -9,6 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Under `pytest -n N` each worker has its share of the cores: OpenMP/BLAS pools sized for the whole
+# machine in every worker, and in every build it starts, oversubscribe it with spinning threads (the
+# encoder fit took 137 s beside one busy core, 81 s with one thread). Set before torch is imported.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)))
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, _share)
 FINHALLU = [sys.executable, "-m", "finhallu.cli"]
 
 
