@@ -48,10 +48,7 @@ def question_of(sample: dict) -> str:
     return sample.get("standalone_query") or sample.get("query") or ""
 
 
-@lru_cache(maxsize=1 << 16)
-def words(text: str) -> frozenset:
-    """Content words of a text, memoized: the same passages are checked against many responses."""
-    return content_word_set(text)
+words = content_word_set  # content words of a text, memoised in text.words (passages meet many responses)
 
 
 @lru_cache(maxsize=1 << 14)
