@@ -3,8 +3,12 @@ answers after a set latency (both wire formats: GPT roles on its OpenAI API, Gem
 Gemini API), the rate limits lifted and `--concurrency` requests in flight per model, so the
 only brakes are latency and concurrency.
 
-Prints, per stage: calls that reached the server, seconds, achieved calls/s, and the stage's
-concurrency-bound floor (calls x latency / concurrency) with the share reached; then the whole
+Prints, per stage: calls that reached the server, the stage's floor and the share of it reached
+by its LLM phase (first request sent to last answer back) and by the whole stage task. The floor
+is what no schedule can beat (`finhallu.estimate.stage_estimate` on the build's own ledger): calls
+go out in waves of `concurrency` per model, ceil(calls / concurrency) x latency, and calls that
+wait for each other (a dialogue's turns; the ledger's `chain`) take chain x latency however many
+may be in flight. The naive calls x latency / concurrency is printed beside it. Then the whole
 build against the sum of the floors, and the dry run's estimate against the actual calls and tokens.
 
     .venv/bin/python benchmarks/llm_path.py [--latency 0.5] [--concurrency 32] [--profile paper] [--keep HOME]
@@ -31,7 +35,7 @@ from conftest import run_cli  # noqa: E402
 
 from finhallu.config import load_config  # noqa: E402
 from finhallu.stages.pipeline import STAGES  # noqa: E402
-from finhallu.estimate import dry_run  # noqa: E402
+from finhallu.estimate import dry_run, stage_estimate  # noqa: E402
 from finhallu.llm.stub_server import StubLLM, cooperative_responder, replay_responder  # noqa: E402
 
 
@@ -98,11 +102,12 @@ def main() -> int:
             return 1
         out = json.loads(next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("{")))
         con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
-        calls = con.execute(
-            "SELECT stage, model, attempts, input_tokens, output_tokens, latency_s, "
-            "epoch(created_at::TIMESTAMPTZ) FROM llm_calls WHERE build_id = ? AND NOT cache_hit",
-            [out["build_id"]],
-        ).fetchall()
+        cols = "stage, model, attempts, input_tokens, output_tokens, latency_s, epoch(created_at::TIMESTAMPTZ) AS t, "
+        cols += "operation, batch, cache_hit, cost_usd, chain"
+        cur = con.execute(f"SELECT {cols} FROM llm_calls WHERE build_id = ? AND NOT cache_hit", [out["build_id"]])
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        calls = [tuple(r[k] for k in names[:7]) for r in rows]
         flow_run = con.execute("SELECT flow_run_id FROM builds WHERE build_id = ?", [out["build_id"]]).fetchone()[0]
         ops = con.execute(
             "SELECT stage, operation, count(*) FROM llm_calls WHERE build_id = ? AND NOT cache_hit GROUP BY ALL ORDER BY ALL",
@@ -114,31 +119,44 @@ def main() -> int:
             f"stub latency {args.latency:.2f} s, concurrency {args.concurrency} per model, profile {args.profile}, "
             f"model {args.model}; server requests {stub.count('chat') + stub.count('generate')}; dry run {t_dry:.0f} s"
         )
-        print("floor: per model, its attempts x latency / concurrency; a stage's floor is its slowest model's.")
-        print("llm phase: first request sent to last answer back; stage: the whole stage task (with its offline work)")
-        print(f"{'stage':<13} {'calls':>6} {'floor s':>8} {'llm s':>7} {'of floor':>8} {'stage s':>8} {'of floor':>8}")
+        print(
+            "floor: the largest of ceil(calls / concurrency) x latency per model (waves) and longest chain x latency;\n"
+            "naive: calls x latency / concurrency of the busiest model. llm: first request sent to last answer back;\n"
+            "stage: the whole stage task (with its offline work)"
+        )
+        print(
+            f"{'stage':<13} {'calls':>6} {'chain':>5} {'naive s':>7} {'floor s':>7} {'llm s':>6} {'of floor':>8} "
+            f"{'stage s':>7} {'of floor':>8}"
+        )
+        settings = load_config(profile).llm
         est_calls = {s["stage"]: s["calls"] for s in estimate["stages"]}
-        floor_total = 0.0
+        floor_total = llm_total = 0.0
         for stage in [s.name for s in STAGES]:
-            mine = [c for c in calls if c[0] == stage]
+            mine = [r for r in rows if r["stage"] == stage]
             if not mine:
                 continue
             per_model: dict[str, int] = {}
-            for c in mine:
-                per_model[c[1]] = per_model.get(c[1], 0) + c[2]
-            floor = max(n for n in per_model.values()) * args.latency / args.concurrency
-            llm_s = max(c[6] for c in mine) - min(c[6] - c[5] for c in mine)
-            floor_total += floor
+            for r in mine:
+                per_model[r["model"]] = per_model.get(r["model"], 0) + r["attempts"]
+            naive = max(per_model.values()) * args.latency / args.concurrency
+            est = stage_estimate(stage, mine, settings, latency_s=args.latency)
+            llm_s = max(r["t"] for r in mine) - min(r["t"] - r["latency_s"] for r in mine)
+            floor_total += est.floor_s
+            llm_total += llm_s
             st = seconds.get(stage, float("nan"))
             print(
-                f"{stage:<13} {len(mine):>6} {floor:>8.1f} {llm_s:>7.1f} {floor / llm_s if llm_s else 0:>8.0%} "
-                f"{st:>8.1f} {floor / st:>8.0%}   (dry run: {est_calls.get(stage, 0)} calls)"
+                f"{stage:<13} {len(mine):>6} {est.longest_chain:>5} {naive:>7.1f} {est.floor_s:>7.1f} {llm_s:>6.1f} "
+                f"{est.floor_s / llm_s if llm_s else 0:>8.0%} {st:>7.1f} {est.floor_s / st:>8.0%}   "
+                f"(dry run: {est_calls.get(stage, 0)} calls)"
             )
         total_calls = len(calls)
         tokens = sum(c[3] + c[4] for c in calls)
+        rest = wall - llm_total
         print(
-            f"build wall {wall:.0f} s for {total_calls} calls (stages without LLM calls included); "
-            f"sum of the stage floors {floor_total:.0f} s (x{wall / max(floor_total, 1e-9):.2f})"
+            f"build wall {wall:.0f} s for {total_calls} calls: LLM phases {llm_total:.0f} s (sum of their floors "
+            f"{floor_total:.0f} s, x{llm_total / max(floor_total, 1e-9):.2f}), the rest {rest:.0f} s (offline work, gates, "
+            f"the run's start); with every LLM phase at its floor the build would take {rest + floor_total:.0f} s "
+            f"(this build: x{wall / max(rest + floor_total, 1e-9):.2f})"
         )
         if estimate:
             est_calls = sum(s["calls"] for s in estimate["stages"])

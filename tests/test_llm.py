@@ -4,6 +4,8 @@ the official SDKs: structured output, retries, repair, cache, ledger, keys, batc
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -507,3 +509,25 @@ def test_shared_result_computes_once_for_callers_in_flight_together():
         t.join(10)
     assert out == [("A",)] * 8 and calls == ["a"]
     assert facts(chunk="b") == ("B",) and calls == ["a", "b"]
+
+
+def test_a_process_that_called_both_sdks_exits_with_their_connections_closed(stub, tmp_path):
+    """The SDKs run on aiohttp: a session left open at exit prints "Unclosed client session"
+    (and its connector) to stderr of every build; the router closes them at exit."""
+    script = f"""
+from pathlib import Path
+from finhallu.llm.cache import CallCache
+from finhallu.llm.config import LLMConfig
+from finhallu.llm.router import LLMRouter
+from finhallu.llm.runtime import LLMRuntime
+from finhallu.answerability import AnswerabilityOut
+roles = {{"o": {openai_role(stub)!r}, "g": {gemini_role(stub)!r}}}
+router = LLMRouter(roles, LLMRuntime(LLMConfig(), CallCache(Path({str(tmp_path)!r}) / "c.sqlite")))
+for role in roles:
+    assert isinstance(router.call(role, {OP!r}, **{INPUTS!r}), AnswerabilityOut)
+print("answered")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "answered" in proc.stdout, proc.stderr[-2000:]
+    assert stub.count("chat") == 1 and stub.count("generate") == 1
+    assert "Unclosed" not in proc.stderr, proc.stderr[-2000:]

@@ -187,6 +187,53 @@ def test_stage_floors_follow_the_limits_and_leave_batch_out():
     assert est.cost_usd == pytest.approx(0.35)
 
 
+def test_waves_and_the_longest_chain_bound_a_stage_from_below():
+    settings = LLMConfig(limits={"m": ModelLimits(concurrency=4)}, expected_latency_s=0.5)
+    row = {
+        "model": "m",
+        "operation": "o",
+        "batch": False,
+        "cache_hit": False,
+        "input_tokens": 9,
+        "output_tokens": 1,
+        "cost_usd": 0,
+    }
+    # 9 independent calls at 4 in flight go out in 3 waves: 1.5 s, not 9 x 0.5 / 4 = 1.125 s
+    est = stage_estimate("s", [dict(row, chain=1)] * 9, settings)
+    assert est.latency_floor_s == pytest.approx(1.5) and est.floor_s == pytest.approx(1.5)
+    # one item's 6 calls wait for each other: 3 s, whatever the concurrency
+    est = stage_estimate("s", [dict(row, chain=c) for c in range(1, 7)] + [dict(row, chain=1)] * 3, settings, latency_s=0.5)
+    assert est.longest_chain == 6 and est.chain_floor_s == pytest.approx(3.0) and est.floor_s == pytest.approx(3.0)
+
+
+def test_the_ledger_records_each_call_on_its_items_chain():
+    """Items branch off the caller's path: an item's calls follow each other, a call_many is one
+    round, and the caller goes on from the deepest item (a dry run records what a build would)."""
+    rt = LLMRuntime(LLMConfig(limits={"m": ModelLimits(concurrency=8)}), estimating=True)
+    router = LLMRouter({"r": {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}}, rt)
+
+    def ask(i: int) -> dict:
+        q, p = f"What was the margin in quarter {i}?", f"The margin was {i}.1% in quarter {i}."
+        return dict(question=q, passage=p, clue=None, answer=None, lang="en")
+
+    def item(n: int) -> None:
+        if n == 0:
+            for i in range(3):  # three calls, each after the one before
+                router.call("r", "judge_answerability", **ask(i))
+        else:
+            router.call_many("r", "judge_answerability", [ask(10 + i) for i in range(4)])  # one round of four
+
+    map_items(item, [0, 1], router, ["r"])
+    router.call("r", "judge_answerability", **ask(99))
+    chains = [r.chain for r in rt.ledger.records]
+    assert chains == [1, 2, 3, 1, 1, 1, 1, 4]
+    assert stage_estimate("s", rt.ledger.rows(), rt.settings, latency_s=1.0).chain_floor_s == pytest.approx(4.0)
+    # the next stage (its own runtime) in the same thread starts a path of its own
+    rt2 = LLMRuntime(rt.settings, estimating=True)
+    LLMRouter(router.roles, rt2).call("r", "judge_answerability", **ask(7))
+    assert [r.chain for r in rt2.ledger.records] == [1]
+
+
 def test_only_a_build_with_remote_roles_is_estimated_first():
     assert not has_remote_roles(load_config("demo")) and has_remote_roles(load_config("paper"))
 

@@ -11,14 +11,18 @@ cache makes it in a build; otherwise it
 estimates a cold build: calls an earlier build cached cost nothing when they are made.
 
 Time: per stage and model, the floor the configured limits set (calls / RPM, tokens / TPM) and
-the one latency sets with `concurrency` requests in flight (calls x `llm.expected_latency_s` /
-concurrency); a stage takes at least the largest of its models' floors, and stages run one
-after another. Batch calls are left out of the floors (a batch job takes up to 24 h).
+the one latency sets with `concurrency` requests in flight: calls go out in waves of at most
+`concurrency`, so ceil(calls / concurrency) x `llm.expected_latency_s`; and per stage the floor
+of its longest chain of calls that wait for each other (a dialogue's turns: the ledger's
+`chain`), chain x latency, however many requests may be in flight. A stage takes at least the
+largest of these, and stages run one after another. Batch calls are left out of the floors (a
+batch job takes up to 24 h).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,17 +43,21 @@ class StageEstimate:
     output_tokens: int = 0
     cost_usd: float = 0.0
     rate_floor_s: float = 0.0  # under RPM/TPM
-    latency_floor_s: float = 0.0  # under latency and concurrency
+    latency_floor_s: float = 0.0  # under latency and concurrency: waves of `concurrency` calls
+    chain_floor_s: float = 0.0  # under latency: the longest chain of calls that wait for each other
+    longest_chain: int = 0
     models: dict[str, int] = field(default_factory=dict)  # calls per model
     operations: dict[str, int] = field(default_factory=dict)  # calls per operation
 
     @property
     def floor_s(self) -> float:
-        return max(self.rate_floor_s, self.latency_floor_s)
+        return max(self.rate_floor_s, self.latency_floor_s, self.chain_floor_s)
 
 
-def stage_estimate(stage: str, rows: list[dict], settings) -> StageEstimate:
-    """Totals and time floors of one stage's (estimated or actual) ledger rows."""
+def stage_estimate(stage: str, rows: list[dict], settings, latency_s: float | None = None) -> StageEstimate:
+    """Totals and time floors of one stage's (estimated or actual) ledger rows; `latency_s`: each
+    call's time at the provider (default `llm.expected_latency_s`)."""
+    latency = settings.expected_latency_s if latency_s is None else latency_s
     est = StageEstimate(stage)
     per_model: dict[str, list[dict]] = {}
     for r in rows:
@@ -64,12 +72,14 @@ def stage_estimate(stage: str, rows: list[dict], settings) -> StageEstimate:
         est.operations[r["operation"]] = est.operations.get(r["operation"], 0) + 1
         if not r["batch"]:
             per_model.setdefault(r["model"], []).append(r)
+            est.longest_chain = max(est.longest_chain, int(r.get("chain") or 0))
     for model, mrows in per_model.items():
         lim = settings.limits.get(model) or settings.default_limits
         tokens = sum(r["input_tokens"] + r["output_tokens"] for r in mrows)
         rate = max(len(mrows) / lim.rpm * 60.0 if lim.rpm else 0.0, tokens / lim.tpm * 60.0 if lim.tpm else 0.0)
         est.rate_floor_s = max(est.rate_floor_s, rate)
-        est.latency_floor_s = max(est.latency_floor_s, len(mrows) * settings.expected_latency_s / lim.concurrency)
+        est.latency_floor_s = max(est.latency_floor_s, math.ceil(len(mrows) / lim.concurrency) * latency)
+    est.chain_floor_s = est.longest_chain * latency
     est.cost_usd = round(est.cost_usd, 6)
     return est
 

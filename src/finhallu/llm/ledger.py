@@ -28,6 +28,9 @@ class CallRecord:
     repair: bool = False  # the one repair attempt after output that failed to parse or validate
     error: str | None = None
     created_at: str = ""
+    # The call's round on the stage's longest sequential path of calls (1 = nothing before it):
+    # rounds of one chain wait for each other, so max(chain) x latency bounds the stage's time.
+    chain: int = 0
 
 
 def cost_usd(prices: dict, model: str, input_tokens: int, output_tokens: int) -> float:

@@ -21,6 +21,44 @@ R = TypeVar("R")
 MAX_THREADS = 256  # each waits on one call at a time; the limiter decides how many are sent
 
 
+class _Path:
+    """The sequential path of LLM calls that leads to the running code: `depth` rounds of calls
+    (a call, or a `call_many`) had to finish one after another to get here. Items of `map_items`
+    branch off their caller's path; the caller goes on from the deepest branch."""
+
+    __slots__ = ("depth", "runtime")
+
+    def __init__(self, runtime: object, depth: int = 0):
+        self.runtime, self.depth = runtime, depth
+
+
+_PATH: contextvars.ContextVar[_Path | None] = contextvars.ContextVar("finhallu_llm_path", default=None)
+
+
+def _path(runtime: object) -> _Path:
+    path = _PATH.get()
+    if path is None or path.runtime is not runtime:
+        path = _Path(runtime)
+        _PATH.set(path)  # a stage's own thread: its path starts at the stage's first call (each stage has its runtime)
+    return path
+
+
+def call_round(runtime: object) -> int:
+    """A round of calls starts on this path: its position on the path (1 = nothing before it).
+    The ledger records it as `chain`; the longest chain of a stage x the latency is a floor on its
+    LLM time that no number of requests in flight can beat."""
+    path = _path(runtime)
+    path.depth += 1
+    return path.depth
+
+
+def _in_branch(parent: _Path, branches: list[_Path], fn: Callable[[T], R], item: T) -> R:
+    branch = _Path(parent.runtime, parent.depth)
+    branches.append(branch)
+    _PATH.set(branch)  # in the item's own context copy
+    return fn(item)
+
+
 def in_flight(router, roles: Iterable[str]) -> int:
     """How many calls the remote roles' models may have in flight together (0: all offline)."""
     runtime = router.runtime
@@ -48,29 +86,33 @@ def map_items(
     `longest_first`: an item's expected number of sequential calls; the longest start first, so
     that few long ones are left running alone at the end (results keep the items' order)."""
     workers = min(in_flight(router, roles), len(items))
-    if workers <= 1:
-        out = []
-        for n, item in enumerate(items, start=1):
-            out.append(fn(item))
-            if progress:
-                progress(n, len(items))
-        return out
-    results: list = [None] * len(items)
-    # Each thread runs in a copy of this context: the stage's LLM runtime and Prefect run context
-    # are context variables (one copy per item: a context cannot be entered by two threads).
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="finhallu-item") as pool:
-        start = sorted(range(len(items)), key=lambda i: -longest_first(items[i])) if longest_first else range(len(items))
-        futures = {pool.submit(contextvars.copy_context().run, fn, items[i]): i for i in start}
-        try:
-            for n, fut in enumerate(as_completed(futures), start=1):
-                results[futures[fut]] = fut.result()
+    parent, branches = _path(router.runtime), list[_Path]()  # each item's calls branch off the caller's path (a dry run's too)
+    try:
+        if workers <= 1:
+            out = []
+            for n, item in enumerate(items, start=1):
+                out.append(contextvars.copy_context().run(_in_branch, parent, branches, fn, item))
                 if progress:
                     progress(n, len(items))
-        except BaseException:
-            for fut in futures:
-                fut.cancel()  # items not started yet; running ones stop at their next call (the runtime's stop)
-            raise
-    return results
+            return out
+        results: list = [None] * len(items)
+        # Each thread runs in a copy of this context: the stage's LLM runtime and Prefect run context
+        # are context variables (one copy per item: a context cannot be entered by two threads).
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="finhallu-item") as pool:
+            start = sorted(range(len(items)), key=lambda i: -longest_first(items[i])) if longest_first else range(len(items))
+            futures = {pool.submit(contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i]): i for i in start}
+            try:
+                for n, fut in enumerate(as_completed(futures), start=1):
+                    results[futures[fut]] = fut.result()
+                    if progress:
+                        progress(n, len(items))
+            except BaseException:
+                for fut in futures:
+                    fut.cancel()  # items not started yet; running ones stop at their next call (the runtime's stop)
+                raise
+        return results
+    finally:
+        parent.depth = max([parent.depth, *(b.depth for b in branches)])
 
 
 def shared_result(maxsize: int = 512) -> Callable[[Callable[..., T]], Callable[..., T]]:

@@ -10,6 +10,7 @@ the error, and the stage decides what a missing output means (drop the item, rec
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import re
 import threading
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from finhallu.llm.errors import ProviderError, UndeclaredCallError
 from finhallu.llm.operations import OPERATIONS
+from finhallu.llm.parallel import call_round
 from finhallu.llm.providers import get_provider
 from finhallu.llm.request import LLMRequest
 from finhallu.llm.runtime import LLMRuntime, current_runtime
@@ -70,7 +72,19 @@ def _loop() -> asyncio.AbstractEventLoop:
         if _LOOP is None or _LOOP.is_closed():
             _LOOP = asyncio.new_event_loop()
             threading.Thread(target=_LOOP.run_forever, name="finhallu-llm-loop", daemon=True).start()
+            atexit.register(_close_clients, _LOOP)
         return _LOOP
+
+
+def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
+    """At exit: the SDK clients' connections closed on the loop that opened them."""
+    from finhallu.llm.providers.base import aclose_clients
+
+    if loop.is_running():
+        try:
+            asyncio.run_coroutine_threadsafe(aclose_clients(), loop).result(timeout=5)
+        except Exception:  # a loop stuck in a call that never returns: exit anyway
+            pass
 
 
 def _run(coro):
@@ -124,9 +138,10 @@ class LLMRouter:
         self._check(role, op_name)
         if self.is_offline(role):
             return self._offline(role, op_name, inputs)
+        chain = call_round(self.runtime)
         if self.runtime.estimating:
-            return self._estimate(role, op_name, inputs)
-        return _run(self._bound().acall(role, op_name, sample=sample, **inputs))
+            return self._estimate(role, op_name, inputs, chain)
+        return _run(self._bound().acall(role, op_name, sample=sample, _chain=chain, **inputs))
 
     def call_many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int] | None = None) -> list:
         """Many independent calls of one operation, concurrently within the model's limits (and
@@ -134,12 +149,13 @@ class LLMRouter:
         self._check(role, op_name)
         if self.is_offline(role):
             return [self._offline(role, op_name, dict(i)) for i in inputs_list]
+        chain = call_round(self.runtime)  # one round: the calls are in flight together
         if self.runtime.estimating:
-            return [self._estimate(role, op_name, dict(i)) for i in inputs_list]
+            return [self._estimate(role, op_name, dict(i), chain) for i in inputs_list]
         samples = samples or [0] * len(inputs_list)
-        return _run(self._bound()._many(role, op_name, inputs_list, samples))
+        return _run(self._bound()._many(role, op_name, inputs_list, samples, chain))
 
-    async def acall(self, role: str, op_name: str, *, sample: int = 0, _batch: dict | None = None, **inputs):
+    async def acall(self, role: str, op_name: str, *, sample: int = 0, _batch: dict | None = None, _chain: int = 0, **inputs):
         self._check(role, op_name)
         if self.is_offline(role):
             return self._offline(role, op_name, inputs)
@@ -148,7 +164,7 @@ class LLMRouter:
         provider, client, request = self._request(role, op, inputs, sample)
         lang = inputs.get("lang", "ko")
         try:
-            reply, rec = await rt.execute(provider, client, request, role, op_name, batch_replies=_batch)
+            reply, rec = await rt.execute(provider, client, request, role, op_name, batch_replies=_batch, chain=_chain)
         except ProviderError:
             return None  # recorded by the runtime
         try:
@@ -158,7 +174,7 @@ class LLMRouter:
                 request.messages + (("assistant", reply.text or ""), ("user", REPAIR.get(lang, REPAIR["en"]).format(error=first)))
             )
             try:
-                reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True)
+                reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True, chain=_chain + 1)
             except ProviderError:
                 rec.error = f"invalid output ({first}); the repair call failed"
                 rt.mark_failed(request, rec.error)  # a rerun with --retry-failed asks the first prompt again
@@ -183,7 +199,7 @@ class LLMRouter:
         op = OPERATIONS[op_name]
         return get_provider("offline").run(op, self.role_config(role), inputs.get("lang", "ko"), inputs)
 
-    def _estimate(self, role: str, op_name: str, inputs: dict):
+    def _estimate(self, role: str, op_name: str, inputs: dict, chain: int = 0):
         """A dry run's call: the rules backend answers (once per prompt, as the call cache would);
         the runtime's ledger gets what the prompt and a reply of that size would cost."""
         op = OPERATIONS[op_name]
@@ -196,7 +212,7 @@ class LLMRouter:
             default=str,
         )
         text = self.runtime.estimate_call(
-            role, op_name, cfg, key, messages, lambda: self._offline(role, op_name, inputs).model_dump_json()
+            role, op_name, cfg, key, messages, lambda: self._offline(role, op_name, inputs).model_dump_json(), chain
         )
         return op.output.model_validate_json(text)
 
@@ -220,7 +236,7 @@ class LLMRouter:
         )
         return provider, client, request
 
-    async def _many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int]) -> list:
+    async def _many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int], chain: int = 0) -> list:
         cfg = self.role_config(role)
         batch_replies: dict = {}
         provider = get_provider(cfg["provider"])
@@ -232,5 +248,5 @@ class LLMRouter:
                     self.runtime.run_batch, built[0][0], built[0][1], [b[2] for b in built], role, op_name
                 )
         return await asyncio.gather(
-            *(self.acall(role, op_name, sample=s, _batch=batch_replies, **i) for i, s in zip(inputs_list, samples))
+            *(self.acall(role, op_name, sample=s, _batch=batch_replies, _chain=chain, **i) for i, s in zip(inputs_list, samples))
         )

@@ -46,6 +46,7 @@ class _Call:
     role: str
     operation: str
     repair: bool
+    chain: int = 0  # its round's position on the stage's longest sequential path of calls (parallel.call_round)
     attempts: int = 0
     latency: float = 0.0  # time at the provider (all attempts), not time queued behind the limits
 
@@ -160,7 +161,7 @@ class LLMRuntime:
         c = cost_usd(self.settings.prices, model, input_tokens, output_tokens)
         return c * BATCH_DISCOUNT if batch else c
 
-    def estimate_call(self, role: str, operation: str, cfg: dict, key: str, messages, answer) -> str:
+    def estimate_call(self, role: str, operation: str, cfg: dict, key: str, messages, answer, chain: int = 0) -> str:
         """A dry run's call that is not made: its ledger row (approximate tokens, list price) and the
         answer it gets. A prompt asked before gets the first asking's answer at no cost, as the call
         cache gives it in a build; `answer()` (the rules backend) runs only for a new prompt."""
@@ -179,6 +180,7 @@ class LLMRuntime:
                     model=cfg["model"],
                     request_key="(estimate)",
                     cache_hit=True,
+                    chain=chain,
                 )
             )
             return known
@@ -203,6 +205,7 @@ class LLMRuntime:
                 cost_usd=self.price(cfg["model"], input_tokens, output_tokens, batch),
                 attempts=1,
                 batch=batch,
+                chain=chain,
                 created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
             )
         )
@@ -233,6 +236,7 @@ class LLMRuntime:
         *,
         repair: bool = False,
         batch_replies: dict | None = None,
+        chain: int = 0,
     ) -> tuple[LLMReply, CallRecord]:
         if self._stop is not None:
             raise self._stopped()
@@ -251,16 +255,17 @@ class LLMRuntime:
                 attempts=1,
                 batch=True,
                 repair=repair,
+                chain=chain,
             )
         if self.cache is None:
-            return await self._send(provider, client, request, role, operation, repair)
+            return await self._send(provider, client, request, role, operation, repair, chain)
         # One request per key at a time: a second caller of the same prompt waits for the first and
         # takes its answer (or its failure) from the cache instead of sending it again.
         async with self._key_lock(key):
             failed = self.cache.failure(key)
             if failed is not None and not self.retry_failed:
                 error = f"recorded failure (not sent again; rerun with --retry-failed): {failed}"
-                self.record(request, role, operation, cache_hit=True, repair=repair, error=error)
+                self.record(request, role, operation, cache_hit=True, repair=repair, error=error, chain=chain)
                 raise ProviderError(error, retryable=False)
             hit = None if failed is not None else self.cache.get(key)  # a failed key's cached text was invalid
             if hit is not None:
@@ -272,14 +277,15 @@ class LLMRuntime:
                     output_tokens=hit.output_tokens,
                     cache_hit=True,
                     repair=repair,
+                    chain=chain,
                 )
-            return await self._send(provider, client, request, role, operation, repair)
+            return await self._send(provider, client, request, role, operation, repair, chain)
 
     async def _send(
-        self, provider, client, request: LLMRequest, role: str, operation: str, repair: bool
+        self, provider, client, request: LLMRequest, role: str, operation: str, repair: bool, chain: int = 0
     ) -> tuple[LLMReply, CallRecord]:
         """Send a request through its model's limits, retrying as the retry policy allows."""
-        call = _Call(request, role, operation, repair)
+        call = _Call(request, role, operation, repair, chain)
         limiter = self.limiter(request.provider, request.endpoint, request.model)
         estimate = request.approx_input_tokens() + int(request.params.get("max_tokens") or 0)
         while True:
@@ -380,6 +386,7 @@ class LLMRuntime:
             call.operation,
             attempts=call.attempts,
             repair=call.repair,
+            chain=call.chain,
             latency_s=round(call.latency, 3),
             **fields,
         )

@@ -82,6 +82,7 @@ LLM_CALL_COLUMNS = {
     "repair": "BOOLEAN",
     "request_key": "VARCHAR",
     "created_at": "TIMESTAMP",
+    "chain": "INTEGER",  # the call's round on its stage's longest sequential path of calls
 }
 
 

@@ -54,8 +54,8 @@ def unreadable_error(who: str, exc: Exception) -> ProviderError:
 
 
 def _http_modules() -> list:
-    """The HTTP packages the SDKs may sit on: httpx, its fork httpx2 (google-genai and openai use it
-    when installed) and aiohttp (google-genai's optional async transport)."""
+    """The httpx packages the SDKs may sit on: httpx and its fork httpx2 (google-genai and openai use
+    it when installed, for their sync clients: batch jobs)."""
     mods = []
     for name in ("httpx", "httpx2"):
         try:
@@ -80,17 +80,14 @@ def transport_error(who: str, exc: BaseException) -> ProviderError | None:
             return unreadable_error(who, exc)
         if isinstance(exc, (m.HTTPError, m.StreamError, m.InvalidURL)):
             return ProviderError(f"{who}: {type(exc).__name__}: {short(str(exc))}")
-    try:
-        import aiohttp
-    except ImportError:
-        aiohttp = None
-    if aiohttp is not None:
-        if isinstance(exc, aiohttp.ServerTimeoutError):
-            return timeout_error(who)
-        if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ContentTypeError)):
-            return unreadable_error(who, exc)
-        if isinstance(exc, aiohttp.ClientError):
-            return connection_error(who, exc)
+    import aiohttp  # both SDKs' transport here (their `aiohttp` extras)
+
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return timeout_error(who)
+    if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ContentTypeError)):
+        return unreadable_error(who, exc)
+    if isinstance(exc, aiohttp.ClientError):
+        return connection_error(who, exc)
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return timeout_error(who)
     if isinstance(exc, (ConnectionError, OSError)):
@@ -108,6 +105,23 @@ def unexpected_error(who: str, exc: BaseException) -> ProviderError:
 def not_api_body(who: str, what) -> ProviderError:
     """A 200 that is not the API's JSON (an HTML gateway page, a captive portal): retried like a 5xx."""
     return ProviderError(f"{who}: unreadable response body: not the API's JSON ({short(str(what), 120)})", retryable=True)
+
+
+_OPENED: list[tuple["RemoteProvider", object]] = []  # every SDK client made in this process
+_OPENED_LOCK = threading.Lock()
+
+
+async def aclose_clients() -> None:
+    """Close every SDK client opened so far, on the event loop that used them: an aiohttp session
+    still open when the process exits prints "Unclosed client session" to stderr."""
+    with _OPENED_LOCK:
+        opened = list(_OPENED)
+        _OPENED.clear()
+    for provider, client in opened:
+        try:
+            await provider.aclose_client(client)
+        except Exception:  # closing a client that already lost its connections: nothing to keep
+            pass
 
 
 class RemoteProvider:
@@ -142,10 +156,15 @@ class RemoteProvider:
             c = self._clients.get(ck)
             if c is None:
                 c = self._clients[ck] = self._make_client(endpoint, key, timeout)
+                with _OPENED_LOCK:
+                    _OPENED.append((self, c))
             return c
 
     def _make_client(self, endpoint: str, key: str, timeout: float):
         raise NotImplementedError
+
+    async def aclose_client(self, client) -> None:
+        await client.close()
 
     # ---- calls --------------------------------------------------------------------------
     async def complete(self, client, request: LLMRequest) -> LLMReply:

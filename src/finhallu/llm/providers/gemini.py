@@ -44,6 +44,9 @@ class GeminiProvider(RemoteProvider):
             api_key=key, http_options=types.HttpOptions(base_url=endpoint, api_version="v1beta", timeout=int(timeout * 1000))
         )
 
+    async def aclose_client(self, client) -> None:
+        await client.aio.aclose()
+
     def contents_and_config(self, request: LLMRequest):
         from google.genai import types
 
