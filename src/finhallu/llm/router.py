@@ -141,6 +141,7 @@ class LLMRouter:
         chain = call_round(self.runtime)
         if self.runtime.estimating:
             return self._estimate(role, op_name, inputs, chain)
+        self.prepare([role])
         return _run(self._bound().acall(role, op_name, sample=sample, _chain=chain, **inputs))
 
     def call_many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int] | None = None) -> list:
@@ -153,6 +154,7 @@ class LLMRouter:
         if self.runtime.estimating:
             return [self._estimate(role, op_name, dict(i), chain) for i in inputs_list]
         samples = samples or [0] * len(inputs_list)
+        self.prepare([role])
         return _run(self._bound()._many(role, op_name, inputs_list, samples, chain))
 
     async def acall(self, role: str, op_name: str, *, sample: int = 0, _batch: dict | None = None, _chain: int = 0, **inputs):
@@ -185,6 +187,19 @@ class LLMRouter:
                 rec2.error = f"invalid output after one repair: {second}"
                 rt.mark_failed(request, rec2.error)
                 return None
+
+    def prepare(self, roles) -> None:
+        """The SDK clients of the remote roles, made (their SDKs imported) in the calling thread. Made
+        on the LLM loop, the first call of a role would stall every call in flight for the seconds
+        an SDK takes to import."""
+        rt = self.runtime
+        if rt.estimating:
+            return
+        for role in roles:
+            if not self.is_offline(role):
+                cfg = self.role_config(role)
+                provider = get_provider(cfg["provider"])
+                provider.client(provider.endpoint(role, cfg), rt.key_for(role, cfg), rt.settings.timeout_s)
 
     # ---- internals ----------------------------------------------------------------------
     def _check(self, role: str, op_name: str) -> None:

@@ -20,6 +20,7 @@ from typing import cast
 
 import polars as pl
 
+from finhallu.text import sentences
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.dialogue import assistant, user  # noqa: F401  (register the operations)
@@ -288,6 +289,8 @@ def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
         ]
         per_doc = cfg.dialogues_per_document if doc["source"] == "aihub" else cfg.dialogues_per_filing
         planned += [(doc, k, pool) for k in range(per_doc if pool else 0)]
+
+    sentences.load_for(doc["lang"] for doc, _, _ in planned)
 
     def converse(plan: tuple[dict, int, list[str]]) -> list[TurnsRow] | None:
         doc, k, pool = plan

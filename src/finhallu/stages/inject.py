@@ -30,6 +30,7 @@ from collections import Counter
 
 import polars as pl
 
+from finhallu.text import sentences
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import SPLITS
@@ -458,6 +459,7 @@ def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
     def report(n: int, _total: int) -> None:
         ctx.progress(base + n, dialogues.height * 2)
 
+    sentences.load_for(inputs["passages"]["lang"])
     # Each dialogue's attempts run in order; all dialogues of every split together (see llm.parallel).
     outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, [*roles, JUDGE], report)
     rows: list[InjectionsRow] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 from functools import lru_cache
+from typing import Iterable
 
 _lock = threading.Lock()
 
@@ -86,7 +87,17 @@ def kiwi():
 def _load_kiwi():
     from kiwipiepy import Kiwi
 
-    return Kiwi()
+    k = Kiwi()
+    k.tokenize("가")  # its model loads on the first analysis (~2 s): part of the load, not of a first call
+    return k
+
+
+def load_for(langs: Iterable[str]) -> None:
+    """Load Kiwi now when any text is Korean. A stage calls it before its items go in flight: Kiwi
+    holds the GIL for the ~4 s of its load, and loaded by a first item it stalls every LLM call
+    in flight (their replies wait for the loop thread)."""
+    if "ko" in set(langs):
+        kiwi()
 
 
 def tokenize_korean(text: str):

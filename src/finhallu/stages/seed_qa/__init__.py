@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
+from finhallu.text import sentences
 from finhallu.embedders import EmbedConfig
 from finhallu.stages.seed_qa.config import SeedMethod, SeedQAConfig
 from finhallu.llm.parallel import map_items
@@ -237,6 +238,7 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     per_method: dict[tuple[str, SeedMethod], MethodResult] = {}
     triplets: list[TripletsRow] = []
     work = [(doc, method) for doc in docs for method in cfg.methods.get(doc.source, [])]
+    sentences.load_for(doc.lang for doc, _ in work)
     # Every document's methods together (see llm.parallel); merged in the documents' order.
     results = map_items(lambda dm: SEED_METHODS[dm[1]](dm[0], cfg, llm, ctx, encoder), work, llm, SEED_ROLES, ctx.progress)
     for (doc, method), res in zip(work, results):
