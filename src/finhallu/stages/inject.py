@@ -461,7 +461,7 @@ def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
 
     sentences.load_for(inputs["passages"]["lang"])
     # Each dialogue's attempts run in order; all dialogues of every split together (see llm.parallel).
-    outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, [*roles, JUDGE], report)
+    outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, [*roles, JUDGE], report, _calls_in_sequence)
     rows: list[InjectionsRow] = []
     given_up: Counter = Counter()  # dialogues without an injection, by why
     for (split, d, inj, _, _), (made, why) in zip(work, outcomes):
@@ -475,6 +475,19 @@ def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
             f"{cfg.max_attempts} calls: " + ", ".join(f"{why} ({n})" for why, n in sorted(given_up.items()))
         )
     return {"injections": rows_frame(rows, "injection_id")}
+
+
+def _calls_in_sequence(w: _Work) -> int:
+    """An item's calls one after another on its first attempt: a False Acceptance of an answerable
+    turn whose seed's candidates are not judged yet asks the judge before the injector. Those items
+    start first, so that their second calls do not trail the stage's last wave."""
+    _, _, inj, order, feas = w
+    candidates = feas.get(order[0]) if order else None
+    if not candidates:
+        return 0
+    view = candidates[0][0]
+    pending = order[0][0] == "false_acceptance" and view.turn["answerable"] and view.turn["seed_id"] in inj.negatives.pending
+    return 2 if pending else 1
 
 
 def _inject_dialogue(d: dict, inj: _Injector, order: list, feas: dict, cfg: InjectConfig) -> tuple[tuple | None, str]:
