@@ -17,6 +17,7 @@ build against the sum of the floors, and the dry run's estimate against the actu
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -94,6 +95,7 @@ def main() -> int:
         estimate = dry_run(load_config(profile), answers=answers).to_json()
         t_dry = time.monotonic() - t_dry
         stub.responder = replay_responder(answers) if args.model == "replay" else cooperative_responder
+        gc.freeze()  # the dry run's objects stay out of the stub's collections (a provider does not pause for them)
         t0 = time.monotonic()
         proc = run_cli("build", "--profile", profile, "--json", home=home, timeout=4 * 3600)
         wall = time.monotonic() - t0

@@ -261,3 +261,36 @@ def test_build_dry_run_prints_the_estimate_and_touches_no_home(tmp_path, capsys)
     assert retrieve["calls"] + inject["calls"] == out["calls"] > 50 and out["cost_usd"] > 0
     assert all(s["operations"] == {"judge_answerability": s["calls"]} for s in (retrieve, inject))
     assert not home.exists()
+
+
+def test_objects_made_before_items_in_flight_are_out_of_the_collectors_reach():
+    import gc
+
+    from finhallu.llm import parallel
+
+    router = _router("openai_compatible", concurrency=2)
+    before = gc.get_freeze_count()
+    seen = map_items(lambda i: gc.get_freeze_count(), list(range(4)), router, ["r"])
+    assert min(seen) > before  # a full collection during the items would walk none of the old objects
+    assert gc.get_freeze_count() == before and parallel._frozen == 0  # collectable again afterwards
+
+
+def test_the_longest_items_have_their_first_request_on_the_way_before_the_others_start():
+    from finhallu.llm import parallel
+
+    router = _router("openai_compatible", concurrency=4)
+    lock, sent, started_after = threading.Lock(), set(), {}
+
+    def item(i: int) -> int:
+        if i < 2:  # the two long items: some work, then their first request
+            time.sleep(0.05)
+            with lock:
+                sent.add(i)
+            parallel.sending()
+        else:
+            with lock:
+                started_after[i] = set(sent)
+        return i
+
+    assert map_items(item, list(range(6)), router, ["r"], longest_first=lambda i: 3 if i < 2 else 1) == list(range(6))
+    assert all(seen == {0, 1} for seen in started_after.values()) and len(started_after) == 4

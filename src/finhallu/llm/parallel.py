@@ -10,9 +10,12 @@ order, and items share no RNG, so a stage's output never depends on which call f
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
+import gc
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
@@ -25,6 +28,7 @@ MAX_THREADS = 256  # each waits on one call at a time; the limiter decides how m
 # run alone after the first ones finished: 40 dialogues at 32 in flight took 10.6 s, 8 s of
 # chain. Extra items wait at the limiter, which still sends no more than the limits allow.
 ITEMS_PER_REQUEST = 2
+LEAD_WAIT_S = 10.0  # how long the other items wait for the lead items' first requests, at most
 
 
 class _Path:
@@ -32,10 +36,11 @@ class _Path:
     (a call, or a `call_many`) had to finish one after another to get here. Items of `map_items`
     branch off their caller's path; the caller goes on from the deepest branch."""
 
-    __slots__ = ("depth", "runtime")
+    __slots__ = ("depth", "runtime", "sent")
 
-    def __init__(self, runtime: object, depth: int = 0):
+    def __init__(self, runtime: object, depth: int = 0, sent: threading.Event | None = None):
         self.runtime, self.depth = runtime, depth
+        self.sent = sent  # set once the item's first request is on its way (see map_items' lead)
 
 
 _PATH: contextvars.ContextVar[_Path | None] = contextvars.ContextVar("finhallu_llm_path", default=None)
@@ -58,11 +63,47 @@ def call_round(runtime: object) -> int:
     return path.depth
 
 
-def _in_branch(parent: _Path, branches: list[_Path], fn: Callable[[T], R], item: T) -> R:
-    branch = _Path(parent.runtime, parent.depth)
+_frozen = 0  # map_items calls (of any thread) that have the collector's old objects frozen
+_frozen_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def old_objects_frozen():
+    """While calls are in flight (a map_items, or a stage thread waiting for its calls), the objects
+    made before are out of the garbage collector's reach (gc.freeze). A full collection walks every
+    tracked object with the GIL held: at demo scale up to 1 s, during which no reply is read and
+    every call in flight waits. Garbage made meanwhile is collected as usual; the frozen objects are
+    collectable again once the last of these returns. Freezing and thawing are O(1)."""
+    global _frozen
+    with _frozen_lock:
+        if _frozen == 0:
+            gc.freeze()
+        _frozen += 1
+    try:
+        yield
+    finally:
+        with _frozen_lock:
+            _frozen -= 1
+            if _frozen == 0:
+                gc.unfreeze()
+
+
+def sending() -> None:
+    """The calling item's request is about to go to the LLM loop (the router says so)."""
+    path = _PATH.get()
+    if path is not None and path.sent is not None:
+        path.sent.set()
+
+
+def _in_branch(parent: _Path, branches: list[_Path], fn: Callable[[T], R], item: T, sent: threading.Event | None = None) -> R:
+    branch = _Path(parent.runtime, parent.depth, sent)
     branches.append(branch)
     _PATH.set(branch)  # in the item's own context copy
-    return fn(item)
+    try:
+        return fn(item)
+    finally:
+        if sent is not None:
+            sent.set()
 
 
 def in_flight(router, roles: Iterable[str]) -> int:
@@ -106,9 +147,22 @@ def map_items(
         results: list = [None] * len(items)
         # Each thread runs in a copy of this context: the stage's LLM runtime and Prefect run context
         # are context variables (one copy per item: a context cannot be entered by two threads).
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="finhallu-item") as pool:
-            start = sorted(range(len(items)), key=lambda i: -longest_first(items[i])) if longest_first else range(len(items))
-            futures = {pool.submit(contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i]): i for i in start}
+        with old_objects_frozen(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="finhallu-item") as pool:
+            start = (
+                sorted(range(len(items)), key=lambda i: -longest_first(items[i])) if longest_first else list(range(len(items)))
+            )
+            lead = _lead(items, start, longest_first)
+            sent = {i: threading.Event() for i in lead}
+            futures = {
+                pool.submit(contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i], sent[i]): i for i in lead
+            }
+            # The rest start once every lead item has its first request on the way (or is done): all
+            # starting together, the leads' requests would queue behind the first wave of the others'.
+            deadline = time.monotonic() + LEAD_WAIT_S
+            for event in sent.values():
+                event.wait(max(0.0, deadline - time.monotonic()))
+            for i in start[len(lead) :]:
+                futures[pool.submit(contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i])] = i
             try:
                 for n, fut in enumerate(as_completed(futures), start=1):
                     results[futures[fut]] = fut.result()
@@ -121,6 +175,15 @@ def map_items(
         return results
     finally:
         parent.depth = max([parent.depth, *(b.depth for b in branches)])
+
+
+def _lead(items: Sequence[T], start: list[int], longest_first: Callable[[T], float] | None) -> list[int]:
+    """The items with the longest expected chain, when not every item has it: they start first."""
+    if not longest_first or not start:
+        return []
+    top = longest_first(items[start[0]])
+    lead = [i for i in start if longest_first(items[i]) == top]
+    return lead if len(lead) < len(start) else []
 
 
 def shared_result(maxsize: int = 512) -> Callable[[Callable[..., T]], Callable[..., T]]:

@@ -45,6 +45,10 @@ class LLMRequest:
         return hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def approx_input_tokens(self) -> int:
+        return self._approx_input_tokens
+
+    @cached_property
+    def _approx_input_tokens(self) -> int:
         # ~4 characters per token for English, ~1.5 for Korean: count Hangul separately so the TPM
         # reservation is not a gross underestimate for Korean prompts. Settled on real usage later.
         text = "".join(c for _, c in self.messages)

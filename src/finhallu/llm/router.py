@@ -15,12 +15,13 @@ import json
 import re
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
 from finhallu.llm.errors import ProviderError, UndeclaredCallError
 from finhallu.llm.operations import OPERATIONS
-from finhallu.llm.parallel import call_round
+from finhallu.llm.parallel import call_round, old_objects_frozen, sending
 from finhallu.llm.providers import get_provider
 from finhallu.llm.request import LLMRequest
 from finhallu.llm.runtime import LLMRuntime, current_runtime
@@ -89,7 +90,8 @@ def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
 
 def _run(coro):
     """Run a coroutine on the LLM loop from sync stage code and wait for its result."""
-    return asyncio.run_coroutine_threadsafe(coro, _loop()).result()
+    with old_objects_frozen():
+        return asyncio.run_coroutine_threadsafe(coro, _loop()).result()
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,10 @@ class LLMRouter:
         if self.runtime.estimating:
             return self._estimate(role, op_name, inputs, chain)
         self.prepare([role])
-        return _run(self._bound().acall(role, op_name, sample=sample, _chain=chain, **inputs))
+        bound = self._bound()
+        prepared = bound._request(role, OPERATIONS[op_name], inputs, sample)  # rendered and hashed here, off the loop
+        sending()
+        return _run(bound._complete(*prepared, role, op_name, inputs.get("lang", "ko"), None, chain))
 
     def call_many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int] | None = None) -> list:
         """Many independent calls of one operation, concurrently within the model's limits (and
@@ -155,18 +160,18 @@ class LLMRouter:
             return [self._estimate(role, op_name, dict(i), chain) for i in inputs_list]
         samples = samples or [0] * len(inputs_list)
         self.prepare([role])
-        return _run(self._bound()._many(role, op_name, inputs_list, samples, chain))
+        bound, op = self._bound(), OPERATIONS[op_name]
+        prepared = [bound._request(role, op, i, s) for i, s in zip(inputs_list, samples)]
+        langs = [i.get("lang", "ko") for i in inputs_list]
+        sending()
+        return _run(bound._many(role, op_name, prepared, langs, chain))
 
-    async def acall(self, role: str, op_name: str, *, sample: int = 0, _batch: dict | None = None, _chain: int = 0, **inputs):
-        self._check(role, op_name)
-        if self.is_offline(role):
-            return self._offline(role, op_name, inputs)
+    async def _complete(self, provider, client, request: LLMRequest, role: str, op_name: str, lang: str, batch, chain: int):
+        """One prepared request sent (through the runtime), its reply parsed and validated, repaired once."""
         op = OPERATIONS[op_name]
         rt = self.runtime
-        provider, client, request = self._request(role, op, inputs, sample)
-        lang = inputs.get("lang", "ko")
         try:
-            reply, rec = await rt.execute(provider, client, request, role, op_name, batch_replies=_batch, chain=_chain)
+            reply, rec = await rt.execute(provider, client, request, role, op_name, batch_replies=batch, chain=chain)
         except ProviderError:
             return None  # recorded by the runtime
         try:
@@ -176,7 +181,7 @@ class LLMRouter:
                 request.messages + (("assistant", reply.text or ""), ("user", REPAIR.get(lang, REPAIR["en"]).format(error=first)))
             )
             try:
-                reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True, chain=_chain + 1)
+                reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True, chain=chain + 1)
             except ProviderError:
                 rec.error = f"invalid output ({first}); the repair call failed"
                 rt.mark_failed(request, rec.error)  # a rerun with --retry-failed asks the first prompt again
@@ -231,7 +236,7 @@ class LLMRouter:
         )
         return op.output.model_validate_json(text)
 
-    def _request(self, role: str, op, inputs: dict, sample: int):
+    def _request(self, role: str, op, inputs: dict, sample: int) -> tuple[Any, Any, LLMRequest]:
         cfg = self.role_config(role)
         provider = get_provider(cfg["provider"])
         rt = self.runtime
@@ -249,19 +254,19 @@ class LLMRouter:
             prompt_version=op.prompt_version(),
             sample=sample,
         )
+        request.key(), request.approx_input_tokens()  # both cached: computed where the request is made
         return provider, client, request
 
-    async def _many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int], chain: int = 0) -> list:
+    async def _many(
+        self, role: str, op_name: str, prepared: list[tuple[Any, Any, LLMRequest]], langs: list[str], chain: int = 0
+    ) -> list:
         cfg = self.role_config(role)
         batch_replies: dict = {}
         provider = get_provider(cfg["provider"])
-        if cfg.get("batch") and getattr(provider, "supports_batch", False):
-            op = OPERATIONS[op_name]
-            built = [self._request(role, op, i, s) for i, s in zip(inputs_list, samples)]
-            if built:
-                batch_replies = await asyncio.to_thread(
-                    self.runtime.run_batch, built[0][0], built[0][1], [b[2] for b in built], role, op_name
-                )
+        if prepared and cfg.get("batch") and getattr(provider, "supports_batch", False):
+            batch_replies = await asyncio.to_thread(
+                self.runtime.run_batch, prepared[0][0], prepared[0][1], [b[2] for b in prepared], role, op_name
+            )
         return await asyncio.gather(
-            *(self.acall(role, op_name, sample=s, _batch=batch_replies, _chain=chain, **i) for i, s in zip(inputs_list, samples))
+            *(self._complete(*b, role, op_name, lang, batch_replies, chain) for b, lang in zip(prepared, langs))
         )
