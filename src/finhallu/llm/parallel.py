@@ -63,7 +63,7 @@ def call_round(runtime: object) -> int:
     return path.depth
 
 
-_frozen = 0  # map_items calls (of any thread) that have the collector's old objects frozen
+_frozen = 0  # map_items and waits on the LLM loop (of any thread) under old_objects_frozen()
 _frozen_lock = threading.Lock()
 
 

@@ -143,7 +143,6 @@ class LLMRouter:
         chain = call_round(self.runtime)
         if self.runtime.estimating:
             return self._estimate(role, op_name, inputs, chain)
-        self.prepare([role])
         bound = self._bound()
         prepared = bound._request(role, OPERATIONS[op_name], inputs, sample)  # rendered and hashed here, off the loop
         sending()
@@ -159,7 +158,6 @@ class LLMRouter:
         if self.runtime.estimating:
             return [self._estimate(role, op_name, dict(i), chain) for i in inputs_list]
         samples = samples or [0] * len(inputs_list)
-        self.prepare([role])
         bound, op = self._bound(), OPERATIONS[op_name]
         prepared = [bound._request(role, op, i, s) for i, s in zip(inputs_list, samples)]
         langs = [i.get("lang", "ko") for i in inputs_list]
@@ -197,14 +195,18 @@ class LLMRouter:
         """The SDK clients of the remote roles, made (their SDKs imported) in the calling thread. Made
         on the LLM loop, the first call of a role would stall every call in flight for the seconds
         an SDK takes to import."""
+        if not self.runtime.estimating:
+            for role in roles:
+                if not self.is_offline(role):
+                    self._client(role)
+
+    def _client(self, role: str) -> tuple[Any, str, Any]:
+        """The role's provider, endpoint and SDK client (made once per endpoint and key)."""
+        cfg = self.role_config(role)
+        provider = get_provider(cfg["provider"])
         rt = self.runtime
-        if rt.estimating:
-            return
-        for role in roles:
-            if not self.is_offline(role):
-                cfg = self.role_config(role)
-                provider = get_provider(cfg["provider"])
-                provider.client(provider.endpoint(role, cfg), rt.key_for(role, cfg), rt.settings.timeout_s)
+        endpoint = provider.endpoint(role, cfg)
+        return provider, endpoint, provider.client(endpoint, rt.key_for(role, cfg), rt.settings.timeout_s)
 
     # ---- internals ----------------------------------------------------------------------
     def _check(self, role: str, op_name: str) -> None:
@@ -238,11 +240,7 @@ class LLMRouter:
 
     def _request(self, role: str, op, inputs: dict, sample: int) -> tuple[Any, Any, LLMRequest]:
         cfg = self.role_config(role)
-        provider = get_provider(cfg["provider"])
-        rt = self.runtime
-        key = rt.key_for(role, cfg)
-        endpoint = provider.endpoint(role, cfg)
-        client = provider.client(endpoint, key, rt.settings.timeout_s)
+        provider, endpoint, client = self._client(role)
         request = LLMRequest(
             provider=cfg["provider"],
             model=cfg["model"],
