@@ -3,6 +3,7 @@ the official SDKs: structured output, retries, repair, cache, ledger, keys, batc
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import subprocess
 import sys
@@ -192,6 +193,41 @@ def test_limiter_never_exceeds_rpm_or_tpm_in_any_window():
         assert sum(1 for s in starts if t <= s < t + 60) <= 30
         assert sum(k for s, k in tokens if t <= s < t + 60) <= 1000
     assert len(starts) > 60
+
+
+def test_limiter_logs_stay_exact_and_bounded_with_late_settles():
+    """The logs are kept incrementally (every request passes the limiter): with replies settling
+    late and out of order, some after their entry left the 60 s window, the token total is still
+    the sum of the window's entries, no window holds more than the limits, and the RPM log does
+    not grow with the build when the limit is far away."""
+    rng = random.Random(7)
+    now = [0.0]
+    lim = ModelLimiter(rpm=40, tpm=4000, clock=lambda: now[0])
+    admitted: list[list] = []  # [start, tokens as settled, settled at]
+    pending: list[tuple] = []
+    while now[0] < 400:
+        if pending and rng.random() < 0.4:
+            res, entry = pending.pop(rng.randrange(len(pending)))
+            entry[1] = rng.randint(0, 150)
+            entry[2] = now[0]
+            res.settle(entry[1])
+        wait, res = lim.try_reserve(100)  # drops the entries that left the window first
+        if res is not None:
+            entry = [now[0], 100, None]
+            admitted.append(entry)
+            pending.append((res, entry))
+        assert lim._used == sum(e[1] for e in admitted if e[0] > now[0] - 60)
+        now[0] += rng.choice([0.0, 0.5, 3.0, wait])
+    for t in (e[0] for e in admitted):
+        assert sum(1 for e in admitted if t <= e[0] < t + 60) <= 40
+    assert len(admitted) > 150 and any(e[2] is not None and e[2] - e[0] > 60 for e in admitted)
+
+    lim = ModelLimiter(rpm=10**7, tpm=None, clock=lambda: now[0])
+    for i in range(20_000):  # 200 requests a second for 100 s, each settled a second later
+        now[0] = i / 200
+        _, res = lim.try_reserve(1)
+        res.settle(1)
+        assert len(lim._starts) <= 2 * 61 * 200 + 64
 
 
 def test_ledger_totals_and_llm_calls_view(stub, tmp_path):

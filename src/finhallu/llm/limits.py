@@ -36,7 +36,10 @@ class Reservation:
             if self._start is not None:
                 self._start[0] = self._limiter.clock()
             if self._tokens is not None:
-                self._tokens[1] = max(0, int(actual_tokens))
+                actual = max(0, int(actual_tokens))
+                if self._tokens[2]:  # still in the 60 s log: the running total follows
+                    self._limiter._used += actual - self._tokens[1]
+                self._tokens[1] = actual
 
 
 class ModelLimiter:
@@ -51,7 +54,9 @@ class ModelLimiter:
         self.clock = clock
         self._lock = threading.Lock()
         self._starts: list[list[float]] = []  # [start time, moved to completion time by settle()]
-        self._tokens: deque[list] = deque()  # [start time, tokens]
+        self._prune_at = 64  # the RPM log is pruned when it reaches this size (or the limit)
+        self._tokens: deque[list] = deque()  # [start time, tokens, still in the log]
+        self._used = 0  # the tokens of the log, kept as entries come, settle and go
         self._next_slot = 0.0
         self._paused_until = 0.0
         self._sems: dict[int, asyncio.Semaphore] = {}
@@ -66,17 +71,25 @@ class ModelLimiter:
             return sem
 
     def _wait_for(self, now: float, tokens: int) -> float:
+        # Every request passes here: the logs are kept so that this costs O(1) per request (a scan
+        # of the whole log per request was 2 s of the LLM loop's time in a 1,461-call build).
         window = WINDOW_S + MARGIN_S
-        self._starts = [e for e in self._starts if e[0] > now - window]
+        if len(self._starts) >= min(self.rpm or self._prune_at, self._prune_at):
+            # Settled entries moved to their completion times, so the log is not in time order:
+            # pruned when it could bind (or has doubled since), not from the left.
+            self._starts = [e for e in self._starts if e[0] > now - window]
+            self._prune_at = max(64, 2 * len(self._starts))
         while self._tokens and self._tokens[0][0] <= now - WINDOW_S:
-            self._tokens.popleft()
+            gone = self._tokens.popleft()
+            gone[2] = False
+            self._used -= gone[1]
         wait = max(0.0, self._paused_until - now)
         if self.rpm:
             wait = max(wait, self._next_slot - now)
             if len(self._starts) >= self.rpm:
                 wait = max(wait, min(e[0] for e in self._starts) + window - now)
         if self.tpm:
-            used = sum(t for _, t in self._tokens)
+            used = self._used
             # A request larger than the whole budget still goes alone into an empty window.
             if self._tokens and used + tokens > self.tpm:
                 budget, i = used + tokens - self.tpm, 0
@@ -103,8 +116,9 @@ class ModelLimiter:
                 self._next_slot = max(self._next_slot, now - 1.0) + interval
             entry = None
             if self.tpm:
-                entry = [now, int(tokens)]
+                entry = [now, int(tokens), True]
                 self._tokens.append(entry)
+                self._used += entry[1]
             return 0.0, Reservation(self, start, entry)
 
     def pause(self, seconds: float) -> None:

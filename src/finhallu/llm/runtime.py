@@ -49,6 +49,7 @@ class _Call:
     chain: int = 0  # its round's position on the stage's longest sequential path of calls (parallel.call_round)
     attempts: int = 0
     latency: float = 0.0  # time at the provider (all attempts), not time queued behind the limits
+    failed_before: bool = False  # the cache holds a failure of its key (a --retry-failed rerun): cleared on success
 
 
 class LLMRuntime:
@@ -279,13 +280,21 @@ class LLMRuntime:
                     repair=repair,
                     chain=chain,
                 )
-            return await self._send(provider, client, request, role, operation, repair, chain)
+            return await self._send(provider, client, request, role, operation, repair, chain, failed is not None)
 
     async def _send(
-        self, provider, client, request: LLMRequest, role: str, operation: str, repair: bool, chain: int = 0
+        self,
+        provider,
+        client,
+        request: LLMRequest,
+        role: str,
+        operation: str,
+        repair: bool,
+        chain: int = 0,
+        failed_before: bool = False,
     ) -> tuple[LLMReply, CallRecord]:
         """Send a request through its model's limits, retrying as the retry policy allows."""
-        call = _Call(request, role, operation, repair, chain)
+        call = _Call(request, role, operation, repair, chain, failed_before=failed_before)
         limiter = self.limiter(request.provider, request.endpoint, request.model)
         estimate = request.approx_input_tokens() + int(request.params.get("max_tokens") or 0)
         while True:
@@ -374,7 +383,8 @@ class LLMRuntime:
         if self.cache is not None and reply.text is not None:
             key = request.key()
             self.cache.put(key, request.provider, request.model, request.schema_name, reply)
-            self.cache.clear_failure(key)
+            if call.failed_before:  # one write per reply otherwise: this runs on the LLM loop
+                self.cache.clear_failure(key)
         cost = self.price(request.model, reply.input_tokens, reply.output_tokens, batch=False)
         return self._record_call(call, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd=cost)
 
