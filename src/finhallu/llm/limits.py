@@ -118,7 +118,7 @@ class ModelLimiter:
             if self.tpm:
                 entry = [now, int(tokens), True]
                 self._tokens.append(entry)
-                self._used += entry[1]
+                self._used += int(tokens)
             return 0.0, Reservation(self, start, entry)
 
     def pause(self, seconds: float) -> None:
