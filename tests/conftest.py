@@ -55,6 +55,9 @@ def cli_env() -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     env["FINHALLU_API_IDLE_S"] = "20"  # warm API servers of test homes go away soon after the tests
+    # Every run reports to its home's warm API (or the one given): a run that starts Prefect's
+    # ephemeral server of its own instead (4-7 s each) fails here rather than passing slowly.
+    env["PREFECT_SERVER_EPHEMERAL_ENABLED"] = "false"
     return env
 
 

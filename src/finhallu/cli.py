@@ -68,15 +68,30 @@ def prefect_api(home: Path):
             os.environ["PREFECT_API_URL"] = ui
         else:
             api = HomeAPI(home).ensure()
-    try:
-        yield (lambda: os.environ.__setitem__("PREFECT_API_URL", api.url())) if api else (lambda: None)
-    finally:
-        if api:
-            if "prefect" in sys.modules:  # deliver queued run logs
-                from prefect.logging.handlers import APILogHandler
+    with contextlib.ExitStack() as settings:
 
-                APILogHandler().flush()
-            api.release()
+        def ready() -> None:
+            """Runs report to the warm API from here on (called once the caller has imported the flows)."""
+            if api is None:
+                return
+            url = api.url()
+            os.environ["PREFECT_API_URL"] = url
+            if "prefect" in sys.modules:
+                # Prefect read its settings when it was imported (before the server was up): without
+                # this the run starts an ephemeral server of its own (~4-7 s on every run).
+                from prefect.settings import PREFECT_API_URL, temporary_settings
+
+                settings.enter_context(temporary_settings(updates={PREFECT_API_URL: url}))
+
+        try:
+            yield ready
+        finally:
+            if api:
+                if "prefect" in sys.modules:  # deliver queued run logs
+                    from prefect.logging.handlers import APILogHandler
+
+                    APILogHandler().flush()
+                api.release()
 
 
 def _validation_line(err: ErrorDetails) -> str:
