@@ -186,7 +186,9 @@ def rank_donors(claims: list[Claim], view, k: int) -> list[str]:
     """The k claims most on the turn's topic that its context and history do not hold and that
     restate no sentence of them; ties broken by a hash of the turn (no corpus order)."""
     topic = _topic_words(view)
-    sources = normalize("\n".join(view.evidence + [view.history_text]))
+    # Each text normalized on its own (passages recur across turns: cached) and kept apart, so a
+    # claim counts as held only when one text holds it, not a join across two of them.
+    sources = "\n".join(normalize(t) for t in [*view.evidence, view.history_text])
     scored = []
     for c in claims:
         shared = len(c.words & topic)
