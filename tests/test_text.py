@@ -54,3 +54,29 @@ def test_a_number_never_matches_inside_a_longer_number():
 
 def test_a_number_after_a_sentence_end_still_matches():
     assert contains_normalized("보고서가 발간되었습니다. 2025년 5월에는 금리를 낮췄습니다.", "2025년 5월에는 금리를 낮췄습니다.")
+
+
+def test_noun_phrases_prefetched_in_one_batch_equal_those_analysed_one_by_one(monkeypatch):
+    from finhallu.text import phrases, sentences
+
+    texts = [
+        "주택도시보증공사의 전세자금보증 한도는 수도권 기준 4억 원입니다.",
+        "HF 전세자금보증은 무주택 세대주만 이용할 수 있습니다.",
+        "예금자보호 한도는 1인당 5천만 원이며 외화예금도 포함됩니다.",
+        "신용카드 소득공제율은 15%이고 체크카드·현금영수증은 30%입니다.",
+        "금융위원회는 2024년 가계부채 관리방안을 발표했다.",
+    ]
+    one_by_one = {t: phrases._phrases(t, sentences.tokenize_korean(t), False) for t in texts}
+    assert any(one_by_one.values())
+    phrases._PHRASES.clear()
+    batches: list[list[str]] = []
+
+    def many(ts):
+        batches.append(list(ts))
+        return sentences.tokenize_korean_many(ts)
+
+    monkeypatch.setattr(phrases, "tokenize_korean_many", many)
+    phrases.prefetch_noun_phrases(texts + texts[:2])
+    assert batches == [texts]  # one batch, each text once
+    monkeypatch.setattr(phrases, "tokenize_korean", lambda t: pytest.fail(f"analysed again: {t}"))
+    assert {t: phrases.noun_phrases(t) for t in texts} == one_by_one

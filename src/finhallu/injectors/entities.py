@@ -31,7 +31,7 @@ from finhallu.llm.operations import operation
 from finhallu.injectors import Injected, TurnView
 from finhallu.text.words import fix_particle
 from finhallu.injectors.lexicon import TERMS
-from finhallu.text.phrases import noun_phrases
+from finhallu.text.phrases import noun_phrases, prefetch_noun_phrases
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.sentences import split_sentences
 from finhallu.text.words import is_particle
@@ -235,6 +235,8 @@ class EntityInventory:
     @classmethod
     def build(cls, texts: list[str], lang: str, embedder=None) -> "EntityInventory":
         found: set[str] = set()
+        if lang == "ko":
+            prefetch_noun_phrases(texts)
         for text in texts:
             found |= {m[0] for m in mentions(text, lang)}
         found |= {a for a, _ in TERMS[lang] if entity_type(a, lang)}

@@ -31,6 +31,7 @@ from collections import Counter
 import polars as pl
 
 from finhallu.text import sentences
+from finhallu.text.phrases import prefetch_noun_phrases
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.taxonomy import SPLITS
@@ -450,6 +451,9 @@ def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
     for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
         turns_by_dlg.setdefault(t["dialogue_id"], []).append(t)
     data = _view_data(inputs, dialogues, registry, llm, ctx)
+    # The turns' answers are read for their entities while planning: analysed in one batch first.
+    ko = set(dialogues.filter(pl.col("lang") == "ko")["dialogue_id"].to_list())
+    prefetch_noun_phrases(t["response"] for d, ts in turns_by_dlg.items() if d in ko for t in ts)
     sources = [
         _Injector(name, roles[i % len(roles)], "ab"[i % 2], llm, cfg, registry, data["negatives"])
         for i, name in enumerate(cfg.injectors)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
-from finhallu.text.sentences import tokenize_korean
+from finhallu.text.sentences import tokenize_korean, tokenize_korean_many
 from finhallu.text.words import content_words, is_particle
 
 if TYPE_CHECKING:
@@ -16,7 +15,16 @@ _NOUN_TAGS = ("NNG", "NNP", "SL", "SH")
 _WH = {"얼마", "무엇", "어디", "언제", "누구", "이상", "이하", "미만", "초과", "경우", "기준", "내용", "최근", "현재"}
 
 
-@lru_cache(maxsize=20000)
+_PHRASES: dict[tuple[str, bool], tuple[tuple[str, int, int], ...]] = {}
+_PHRASES_MAX = 50_000  # texts remembered (phrases are small; a stage asks about the same texts often)
+
+
+def _remember(key: tuple[str, bool], phrases: tuple[tuple[str, int, int], ...]) -> None:
+    if len(_PHRASES) >= _PHRASES_MAX:
+        _PHRASES.clear()  # rare (a stage's texts fit); simpler than LRU order on every hit
+    _PHRASES[key] = phrases
+
+
 def noun_phrases(text: str, spaced: bool = False) -> tuple[tuple[str, int, int], ...]:
     """Runs of adjacent nouns (Kiwi NNG/NNP, Latin, Hanja) as (phrase, start, end) in `text`.
 
@@ -24,7 +32,22 @@ def noun_phrases(text: str, spaced: bool = False) -> tuple[tuple[str, int, int],
     Latin acronym to the next noun ("HF 전세자금보증"), and with `spaced` any two nouns
     ("예금자보호 한도"). Verbal nouns (이용하다) are left out.
     """
-    toks = tokenize_korean(text)
+    hit = _PHRASES.get((text, spaced))
+    if hit is None:
+        hit = _phrases(text, tokenize_korean(text), spaced)
+        _remember((text, spaced), hit)
+    return hit
+
+
+def prefetch_noun_phrases(texts: Iterable[str], spaced: bool = False) -> None:
+    """`noun_phrases` of many texts known ahead (a stage's turns, a split's passages), analysed in
+    one batch (see `tokenize_korean_many`); later calls find them."""
+    todo = [t for t in dict.fromkeys(texts) if t and (t, spaced) not in _PHRASES]
+    for text, toks in zip(todo, tokenize_korean_many(todo)):
+        _remember((text, spaced), _phrases(text, toks, spaced))
+
+
+def _phrases(text: str, toks, spaced: bool) -> tuple[tuple[str, int, int], ...]:
     out: list[tuple[str, int, int]] = []
     run: list[Token] = []  # the nouns of the phrase being read
 
