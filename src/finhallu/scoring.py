@@ -49,9 +49,7 @@ def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
         "miss_rate": (1.0 - rec) * has_pos,
     }
     if s is not None and np.any(yb) and not np.all(yb):
-        ranking = Ranking(np.asarray(s, float))
-        out["roc_auc"] = ranking.roc_auc(yb, w)
-        out["pr_auc"] = ranking.average_precision(yb, w)
+        out["roc_auc"], out["pr_auc"] = Ranking(np.asarray(s, float)).roc_and_pr_auc(yb, w)
     return out
 
 
@@ -70,25 +68,24 @@ class Ranking:
 
     def _sorted(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ws = w[..., self.order]
-        return ws * y[self.order], ws * ~y[self.order]
+        pos = ws * y[self.order]
+        return pos, ws - pos
 
-    def roc_auc(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """P(score of a positive > score of a negative) + half the ties (= sklearn's roc_auc_score)."""
+    def roc_and_pr_auc(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """ROC-AUC: P(score of a positive > score of a negative) + half the ties (= sklearn's
+        roc_auc_score). PR-AUC: sklearn's average_precision_score, each positive contributing the
+        precision at the end of its tie group (everything scored at least as high is predicted
+        positive there). Together: one sort of the weights and two running sums serve both, which
+        matters with a (resamples, n) bootstrap matrix (the metrics stage's largest cost)."""
         pos, neg = self._sorted(y, w)
-        cum_neg = np.cumsum(neg, axis=-1)
-        n_pos, n_neg = pos.sum(axis=-1), cum_neg[..., -1]
+        cum_neg, cum_pos = np.cumsum(neg, axis=-1), np.cumsum(pos, axis=-1)
+        n_pos, n_neg = cum_pos[..., -1], cum_neg[..., -1]
         at_end = cum_neg[..., self.end]
         before = cum_neg[..., self.start] - neg[..., self.start]
         wins = np.sum(pos * ((n_neg[..., None] - at_end) + 0.5 * (at_end - before)), axis=-1)
-        return _div(wins, n_pos * n_neg)
-
-    def average_precision(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """sklearn's average_precision_score: each positive contributes the precision at the end of
-        its tie group (everything scored at least as high is predicted positive there)."""
-        pos, _ = self._sorted(y, w)
-        ws = w[..., self.order]
-        precision_at_end = _div(np.cumsum(pos, axis=-1)[..., self.end], np.cumsum(ws, axis=-1)[..., self.end])
-        return _div(np.sum(pos * precision_at_end, axis=-1), pos.sum(axis=-1))
+        pos_at_end = cum_pos[..., self.end]
+        precision_at_end = _div(pos_at_end, pos_at_end + at_end)  # weights are counts: the sums are exact
+        return _div(wins, n_pos * n_neg), _div(np.sum(pos * precision_at_end, axis=-1), n_pos)
 
 
 def multiclass_metrics(y, p, labels: tuple = (), w=None) -> dict[str, np.ndarray]:
