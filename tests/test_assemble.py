@@ -430,3 +430,24 @@ def test_injections_pass_their_independent_label_check(injected):
     assert qc["passed"].all(), qc.filter(~pl.col("passed"))["reasons"].to_list()
     minimal = inj.filter(pl.col("hallu_type") == "contradictory")
     assert (minimal["edit_words"] <= 2).all()
+
+
+def test_copied_share_is_the_longest_common_run_difflib_finds():
+    """copied_share searches substrings instead of running difflib; difflib (no junk) is the reference."""
+    import random
+    from difflib import SequenceMatcher
+
+    from finhallu.stages.assemble.validity import copied_share
+
+    rng = random.Random(3)
+    cases = [("", "abc"), ("abc", ""), ("abc", "xxabcxx"), ("매출액은 4억 원", "당기 매출액은 4억 원이다"), ("aaaa", "aa")]
+    cases += [
+        (
+            "".join(rng.choice("ab 가나") for _ in range(rng.randint(1, 15))),
+            "".join(rng.choice("abc 가나다") for _ in range(rng.randint(0, 60))),
+        )
+        for _ in range(2000)
+    ]
+    for sentence, context in cases:
+        m = SequenceMatcher(None, sentence, context, autojunk=False).find_longest_match(0, len(sentence), 0, len(context))
+        assert copied_share(sentence, context) == (m.size / len(sentence) if sentence else 1.0), (sentence, context)
