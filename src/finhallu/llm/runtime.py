@@ -259,7 +259,7 @@ class LLMRuntime:
                 chain=chain,
             )
         if self.cache is None:
-            return await self._send(provider, client, request, role, operation, repair, chain)
+            return await self._send(provider, client, _Call(request, role, operation, repair, chain))
         # One request per key at a time: a second caller of the same prompt waits for the first and
         # takes its answer (or its failure) from the cache instead of sending it again.
         async with self._key_lock(key):
@@ -280,21 +280,12 @@ class LLMRuntime:
                     repair=repair,
                     chain=chain,
                 )
-            return await self._send(provider, client, request, role, operation, repair, chain, failed is not None)
+            call = _Call(request, role, operation, repair, chain, failed_before=failed is not None)
+            return await self._send(provider, client, call)
 
-    async def _send(
-        self,
-        provider,
-        client,
-        request: LLMRequest,
-        role: str,
-        operation: str,
-        repair: bool,
-        chain: int = 0,
-        failed_before: bool = False,
-    ) -> tuple[LLMReply, CallRecord]:
+    async def _send(self, provider, client, call: _Call) -> tuple[LLMReply, CallRecord]:
         """Send a request through its model's limits, retrying as the retry policy allows."""
-        call = _Call(request, role, operation, repair, chain, failed_before=failed_before)
+        request = call.request
         limiter = self.limiter(request.provider, request.endpoint, request.model)
         estimate = request.approx_input_tokens() + int(request.params.get("max_tokens") or 0)
         while True:

@@ -117,8 +117,7 @@ _PUNCT_TAGS = ("SF", "SP", "SS", "SE", "SO", "SW")
 
 def morpheme_counts(texts: list[str]) -> list[int]:
     """Kiwi morphemes per text, punctuation excluded (Table 2 counts Korean length in morphemes)."""
-    with sentences._lock:  # the shared Kiwi instance (sentences.py) is not documented as thread-safe
-        analysed = list(sentences.kiwi().tokenize(texts))
+    analysed = sentences.tokenize_korean_many(texts)
     return [sum(1 for t in toks if not t.tag.startswith(_PUNCT_TAGS)) for toks in analysed]
 
 
