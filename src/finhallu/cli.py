@@ -170,8 +170,15 @@ def cmd_build(args) -> int:
         return 2
     if getattr(args, "dry_run", False):
         return _dry_run(args, cfg)
+    from finhallu.flows.runners import RunnerSpec
+
+    try:
+        runner = RunnerSpec(args.runner, args.dask_address, args.dask_workers)
+    except ValueError as exc:
+        print(f"finhallu {args.command}: {exc}", file=sys.stderr)
+        return 2
     with prefect_api(_home(args)) as ready:
-        return _build(args, cfg, ready)
+        return _build(args, cfg, ready, runner)
 
 
 def _dry_run(args, cfg) -> int:
@@ -284,7 +291,7 @@ def cmd_eval_external(args) -> int:
     return 0
 
 
-def _build(args, cfg, ready) -> int:
+def _build(args, cfg, ready, runner) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -308,7 +315,7 @@ def _build(args, cfg, ready) -> int:
     try:
         with refresh, Progress(*columns, console=console, transient=False, disable=args.json) as progress:
             set_reporter(RichReporter(progress))
-            outcome = run_build(cfg, home, wait_s=args.wait, until=getattr(args, "stage", None))
+            outcome = run_build(cfg, home, wait_s=args.wait, until=getattr(args, "stage", None), runner=runner)
     except HomeBusy as exc:
         console.print(f"[red]refused:[/red] {exc}")
         return 3
@@ -730,6 +737,16 @@ def _build_parsers(add) -> None:
             action="store_true",
             help="send LLM calls recorded as failed by earlier builds again (without it a rerun keeps "
             "them as recorded failures, with no request)",
+        )
+        p.add_argument(
+            "--runner",
+            choices=("local", "dask"),
+            default="local",
+            help="where the stages' partitioned work runs: in this process, or on a Dask cluster (prefect-dask)",
+        )
+        p.add_argument("--dask-address", metavar="tcp://HOST:PORT", help="a running Dask scheduler (with --runner dask)")
+        p.add_argument(
+            "--dask-workers", type=int, metavar="N", help="workers of the local Dask cluster (with --runner dask; default: cores)"
         )
         p.set_defaults(fn=cmd_build)
     b.add_argument(

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+
+from finhallu.fanout import Fanout, InProcess
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -59,6 +61,7 @@ class DetectorContext:
     seed: int = 0
     roles: dict[str, dict] = field(default_factory=dict)
     cache_dir: Path | None = None
+    fanout: Fanout = field(default_factory=InProcess)  # where per-sample work runs (never changes results)
     _memo: dict[tuple[str, str], list] = field(default_factory=dict, repr=False)
     _router: object = field(default=None, repr=False)
 
@@ -95,6 +98,7 @@ class Detector:
     # What the detector needs that the data does not carry (a local model, a parameter in range),
     # checked before any work: returns a one-line problem or None.
     preflight: Callable[[dict], str | None] | None = None
+    reads_findings: bool = False  # uses grounding.findings: the run computes them first, in partitions
 
     def params(self, overrides: dict) -> dict:
         """The defaults with these overrides, each checked against its default's type."""
@@ -139,10 +143,11 @@ def register_detector(
     version: str = "1",
     describe: Callable[[dict, DetectorContext], dict] | None = None,
     preflight: Callable[[dict], str | None] | None = None,
+    reads_findings: bool = False,
     **defaults,
 ):
     def deco(fn):
-        DETECTORS.add(name, Detector(name, fn, defaults, batch, version, describe, preflight), fn.__module__)
+        DETECTORS.add(name, Detector(name, fn, defaults, batch, version, describe, preflight, reads_findings), fn.__module__)
         return fn
 
     return deco

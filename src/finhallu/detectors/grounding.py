@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from finhallu.detectors.periods import misplaced_figures
+from finhallu.fanout import Fanout
 from finhallu.detectors import Detection, looks_like_refusal
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers, number_keys
@@ -435,7 +436,30 @@ class Findings:
 def findings(sample: dict, use_history: bool = True, max_passages: int | None = None) -> Findings:
     """All checks for one sample (memoized on its content: several detectors ask for the same).
     `use_history` / `max_passages` restrict the evidence (conditions for helped/hurt comparisons)."""
-    return _findings(
+    key = _findings_key(sample, use_history, max_passages)
+    found = _FINDINGS.get(key)
+    if found is None:
+        found = _remember(key, _findings(*key))
+    return found
+
+
+def prefetch_findings(samples: list[dict], fanout: Fanout, use_history: bool = True) -> None:
+    """The findings of every sample not yet memoized, computed in partitions by `fanout` (over a
+    Dask cluster's workers when the build runs on one) and memoized for the detectors that ask."""
+    keys = list(dict.fromkeys(_findings_key(s, use_history, None) for s in samples))
+    todo = [k for k in keys if k not in _FINDINGS]
+    for key, found in zip(todo, fanout.map(findings_of_keys, todo, name="findings")):
+        _remember(key, found)
+
+
+_FindingsKey = tuple[str, tuple[str, ...], tuple[str, ...], str]
+# Bounded (cleared when full), not an LRU: a batch prefetch fills it for a whole evaluation.
+_FINDINGS: dict[_FindingsKey, Findings] = {}
+_FINDINGS_MAX = 100_000
+
+
+def _findings_key(sample: dict, use_history: bool, max_passages: int | None) -> _FindingsKey:
+    return (
         sample.get("response") or "",
         tuple(passage_texts(sample, max_passages)),
         tuple(evidence_texts(sample, use_history=use_history, max_passages=max_passages)),
@@ -443,7 +467,18 @@ def findings(sample: dict, use_history: bool = True, max_passages: int | None = 
     )
 
 
-@lru_cache(maxsize=4096)
+def _remember(key: _FindingsKey, found: Findings) -> Findings:
+    if len(_FINDINGS) >= _FINDINGS_MAX:
+        _FINDINGS.clear()
+    _FINDINGS[key] = found
+    return found
+
+
+def findings_of_keys(keys: list[_FindingsKey]) -> list[Findings]:
+    """A partition's findings (module level, so a Dask worker can run it)."""
+    return [_findings(*k) for k in keys]
+
+
 def _findings(response: str, passages: tuple[str, ...], evidence: tuple[str, ...], question: str) -> Findings:
     passage_list, evidence_list = list(passages), list(evidence)
     # Answerability: does H ∪ P hold the evidence (the question itself does not count)?

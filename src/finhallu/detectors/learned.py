@@ -154,6 +154,7 @@ def _auc(y: np.ndarray, p: np.ndarray) -> float:
 
 @register_detector(
     "learned",
+    reads_findings=True,
     batch=True,
     version="2",
     preflight=_preflight,

@@ -16,6 +16,7 @@ from finhallu.text.numbers import find_numbers
 
 @register_detector(
     "lexical_support",
+    reads_findings=True,
     version="3",
     threshold=0.6,
     coverage_threshold=0.5,

@@ -160,6 +160,7 @@ def _describe(params: dict, ctx) -> dict:
 
 @register_detector(
     "llm_judge",
+    reads_findings=True,
     batch=True,
     version="2",
     describe=_describe,

@@ -18,7 +18,13 @@ from finhallu.detectors.grounding import findings, refusal_detection, unanswerab
 
 
 @register_detector(
-    "numeric_grounding", version="5", coverage_threshold=0.5, answer_threshold=0.7, use_history=True, max_passages=None
+    "numeric_grounding",
+    version="5",
+    reads_findings=True,
+    coverage_threshold=0.5,
+    answer_threshold=0.7,
+    use_history=True,
+    max_passages=None,
 )
 def detect(sample: dict, params: dict, ctx=None) -> Detection:
     f = findings(sample, use_history=params["use_history"], max_passages=params["max_passages"])

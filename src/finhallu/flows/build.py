@@ -16,6 +16,7 @@ from prefect import flow
 
 from finhallu.config import BuildConfig, load_config
 from finhallu.flows.artifacts import finalize_evaluation
+from finhallu.flows.runners import RunnerSpec
 from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
 from finhallu.flows.stage_task import stage_results_dir, stage_task
 from finhallu.progress import reporter
@@ -123,10 +124,12 @@ def run_build(
     wait_s: float = 0.0,
     build_id: str | None = None,
     until: str | None = None,
+    runner: RunnerSpec | None = None,
 ) -> BuildOutcome:
     """Run the DAG (or, with `until`, the stages up to and including that one: their versions are
     published and visible in `<table>_all`, but current versions move only on a full build).
-    `profile`: a profile name or path (loaded here, once) or an already loaded config."""
+    `profile`: a profile name or path (loaded here, once) or an already loaded config.
+    `runner`: where the stages' partitioned work runs (flows/runners.py; default in process)."""
     home = Path(home).resolve()
     build_id = build_id or new_build_id()
     cfg = profile if isinstance(profile, BuildConfig) else load_config(profile, overrides)  # fails fast, before the lock
@@ -146,7 +149,9 @@ def run_build(
         catalog.record_build(record)
         outcome = BuildOutcome(build_id, "failed")
         try:
-            out = build_flow(cfg=cfg, home=str(home), build_id=build_id, until=until)
+            task_runner = (runner or RunnerSpec()).task_runner()
+            flow_fn = build_flow if task_runner is None else build_flow.with_options(task_runner=task_runner)
+            out = flow_fn(cfg=cfg, home=str(home), build_id=build_id, until=until)
             outcome.status = "succeeded"
             outcome.refs, outcome.stages_run, outcome.stages_cached = out["refs"], out["ran"], out["cached"]
             outcome.flow_run_id = out.get("flow_run_id")

@@ -16,6 +16,7 @@ from prefect.context import TaskRunContext
 
 from finhallu.config import BuildConfig, canonical_hash
 from finhallu.estimate import saved_stage_estimate
+from finhallu.fanout import current_fanout
 from finhallu.flows.stage_report import publish_stage_summary
 from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
@@ -93,6 +94,7 @@ def execute_stage(
         progress=lambda done, total: reporter().stage_progress(stage.name, done, total),
         cache_dir=Path(home) / "cache",
         warn=stage_warning,
+        fanout=current_fanout(),
     )
     runtime = LLMRuntime.for_home(Path(home), cfg.llm, stage.name)
     stopped = True  # until the stage returns: a rejected key or a spent failure budget stops it

@@ -16,6 +16,7 @@ import polars as pl
 from pydantic import BaseModel
 
 from finhallu.codeversion import code_hash
+from finhallu.fanout import Fanout, InProcess
 from finhallu.llm.router import DeclaredCalls, LLMRouter
 from finhallu.schemas.rules import Rule
 
@@ -118,6 +119,8 @@ class StageContext(Generic[C]):
     cache_dir: Path | None = None
     # Other config sections the stage declares it reads (Stage.reads), by name; they enter its cache key.
     sections: dict[str, Any] = field(default_factory=dict)
+    # How pure per-item work fans out (in process, or over a Dask cluster's workers): never the output.
+    fanout: Fanout = field(default_factory=InProcess)
 
     @property
     def llm(self) -> LLMRouter:

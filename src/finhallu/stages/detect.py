@@ -67,6 +67,10 @@ def run_detectors(
     for name, overrides in detectors.items():  # validate every configuration before running any
         det = get_detector(base_name(name))
         plan.append((name, det, det.params(overrides or {})))
+    if any(det.reads_findings for _, det, _ in plan):
+        from finhallu.detectors.grounding import prefetch_findings
+
+        prefetch_findings(items, ctx.fanout)
     rows: list[DetectionsRow] = []
     for done, (name, det, params) in enumerate(plan, 1):
         found = ctx.detections(name, items, params)
@@ -99,7 +103,7 @@ def run(inputs: Frames, ctx: StageContext[DetectConfig]) -> Frames:
     cfg = ctx.config
     samples = inputs["samples"]
     eval_id = eval_id_for(dataset_of(samples), ctx.input_hashes.get("samples", "unversioned"))
-    dctx = DetectorContext(seed=ctx.seed, roles=ctx.roles, cache_dir=ctx.cache_dir, _router=ctx.llm)
+    dctx = DetectorContext(seed=ctx.seed, roles=ctx.roles, cache_dir=ctx.cache_dir, fanout=ctx.fanout, _router=ctx.llm)
     detectors = dict(cfg.detectors)
     if cfg.baselines:
         from finhallu.detectors.baselines import BASELINES

@@ -33,6 +33,7 @@ from finhallu.scoring import POS, best_threshold, binary_metrics, multiclass_fro
 from finhallu.schemas.rows import ConfusionRow, DetectorTestsRow, MetricsRow
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.stages.detect import dataset_of
+from finhallu.fanout import Fanout, InProcess
 from typing import Literal
 from pydantic import Field, model_validator
 from finhallu.schemas.section import Section
@@ -405,17 +406,22 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: _EvalKey) -> 
 # ---- evaluate -----------------------------------------------------------------------------------
 
 
-def evaluate(
-    samples: pl.DataFrame, detections: pl.DataFrame, cfg: MetricsConfig, seed: int, dataset: str, dataset_version: str
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    keep = [c for c in samples.columns if c not in ("history", "passages", "response", "query", "standalone_query")]
-    joined = detections.join(samples.select(keep), on="sample_id", how="inner").sort("detector", "sample_id")
-    rows: list[MetricsRow] = []
-    conf: list[ConfusionRow] = []
-    tests: list[DetectorTestsRow] = []
-    resampler = Resampler(seed, cfg.bootstrap_resamples) if cfg.bootstrap_resamples else None
-    for (eval_id, detector), df in sorted(joined.group_by("eval_id", "detector"), key=lambda kv: kv[0]):
-        base: _DetectorKey = {"eval_id": eval_id, "dataset": dataset, "dataset_version": dataset_version, "detector": detector}
+def detector_metrics(
+    jobs: list[tuple[_DetectorKey, pl.DataFrame, MetricsConfig, int]],
+) -> list[tuple[list[MetricsRow], list[ConfusionRow]]]:
+    """The metrics and confusion rows of each (detector key, its joined rows, config, seed) job
+    (module level, so a Dask worker can run a partition of them)."""
+    out = []
+    resamplers: dict[tuple[int, int], Resampler] = {}
+    for base, df, cfg, seed in jobs:
+        eval_id, detector = base["eval_id"], base["detector"]
+        rows: list[MetricsRow] = []
+        conf: list[ConfusionRow] = []
+        resampler = (
+            resamplers.setdefault((seed, cfg.bootstrap_resamples), Resampler(seed, cfg.bootstrap_resamples))
+            if cfg.bootstrap_resamples
+            else None
+        )
         for slice_name, s, full in _slices(df):
             for st in _settings(s, full) if s.height else []:
                 point = {k: float(v) for k, v in st.metrics().items()}
@@ -440,6 +446,34 @@ def evaluate(
                         for t, pr, n in pairs.iter_rows()
                     ]
         rows += _threshold_rows(df, cfg, base, resampler)
+        out.append((rows, conf))
+    return out
+
+
+def evaluate(
+    samples: pl.DataFrame,
+    detections: pl.DataFrame,
+    cfg: MetricsConfig,
+    seed: int,
+    dataset: str,
+    dataset_version: str,
+    fanout: Fanout = InProcess(),
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    keep = [c for c in samples.columns if c not in ("history", "passages", "response", "query", "standalone_query")]
+    joined = detections.join(samples.select(keep), on="sample_id", how="inner").sort("detector", "sample_id")
+    rows: list[MetricsRow] = []
+    conf: list[ConfusionRow] = []
+    tests: list[DetectorTestsRow] = []
+    jobs = [
+        ({"eval_id": eval_id, "dataset": dataset, "dataset_version": dataset_version, "detector": detector}, df, cfg, seed)
+        for (eval_id, detector), df in sorted(joined.group_by("eval_id", "detector"), key=lambda kv: kv[0])
+    ]
+    # Each detector's rows on their own (a partition per detector or few, on the cluster's workers
+    # under --runner dask); the bootstrap counts are seeded by the sample ids, so every partition
+    # draws the same resamples and the detectors stay paired.
+    for det_rows, det_conf in fanout.map(detector_metrics, jobs, name="metrics", min_items=2):
+        rows += det_rows
+        conf += det_conf
     for eval_id, df in sorted(joined.group_by("eval_id"), key=lambda kv: kv[0]):
         tests += pairwise_tests(df, cfg, {"eval_id": eval_id[0], "dataset": dataset, "dataset_version": dataset_version})
     metrics = rows_frame(rows, ["eval_id", "detector", "setting", "slice", "metric"])
@@ -452,7 +486,7 @@ def run(inputs: Frames, ctx: StageContext[MetricsConfig]) -> Frames:
     cfg: MetricsConfig = ctx.config
     samples = inputs["samples"]
     version = ctx.input_hashes.get("samples", "unversioned")[:16]
-    metrics, confusion, tests = evaluate(samples, inputs["detections"], cfg, ctx.seed, dataset_of(samples), version)
+    metrics, confusion, tests = evaluate(samples, inputs["detections"], cfg, ctx.seed, dataset_of(samples), version, ctx.fanout)
     ctx.progress(1, 1)
     return {"metrics": metrics, "confusion": confusion, "detector_tests": tests}
 

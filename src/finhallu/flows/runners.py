@@ -1,0 +1,50 @@
+"""Where a build's Prefect tasks run: in the build's own process (the default), or on a Dask
+cluster through prefect-dask's DaskTaskRunner (`finhallu build --runner dask`).
+
+On Dask, the stages still run one after another in the build process (they publish to the
+home's warehouse, one writer); the pure per-item work inside them (finhallu.fanout) runs as
+Prefect task runs on the cluster's workers. `--dask-address tcp://host:8786` uses a running
+cluster (its workers must see the home folder and import finhallu); without it, a local cluster
+of `--dask-workers` single-threaded worker processes (default: one per core) lives for the build.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+RUNNERS = ("local", "dask")
+
+
+@dataclass(frozen=True)
+class RunnerSpec:
+    kind: str = "local"
+    address: str | None = None  # a running Dask scheduler (tcp://...)
+    workers: int | None = None  # local cluster size (default: the machine's cores)
+
+    def __post_init__(self) -> None:
+        if self.kind not in RUNNERS:
+            raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {self.kind!r}")
+        if self.kind != "dask" and (self.address or self.workers):
+            raise ValueError("--dask-address and --dask-workers need --runner dask")
+        if self.address and self.workers:
+            raise ValueError("--dask-workers sizes a local cluster; a cluster at --dask-address has its own workers")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"--dask-workers must be at least 1, got {self.workers}")
+
+    def task_runner(self):
+        """The flow's task runner (None: Prefect's default, in process)."""
+        if self.kind == "local":
+            return None
+        from prefect_dask import DaskTaskRunner
+
+        if self.address:
+            return DaskTaskRunner(address=self.address)
+        return DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": self.workers or os.cpu_count() or 1,
+                "threads_per_worker": 1,  # the work holds the GIL: parallel in processes, not threads
+                "processes": True,
+                "dashboard_address": None,
+            }
+        )

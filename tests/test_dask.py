@@ -1,0 +1,163 @@
+"""Builds on a Dask cluster (prefect-dask): a real `dask scheduler` and two `dask worker` processes
+on loopback, started here; the partitioned work (finhallu.fanout) runs on them as Prefect task
+runs, and the tables come out byte for byte as the local build's."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from finhallu.fanout import InProcess, PrefectTasks, partitions
+from conftest import ROOT, SMALL_DEMO, cli_env, run_cli
+
+DASK = [sys.executable, "-m", "dask"]
+
+
+def _square_each(items: list[int]) -> list[int]:
+    return [i * i for i in items]
+
+
+def _one_short(items: list[int]) -> list[int]:
+    return items[1:]
+
+
+def test_partitions_are_contiguous_balanced_and_cover_every_item():
+    for n_items in (0, 1, 5, 31, 64, 1001):
+        items = list(range(n_items))
+        for n in (1, 2, 3, 8, 2000):
+            parts = partitions(items, n)
+            assert [i for p in parts for i in p] == items
+            assert len(parts) <= max(1, n)
+            assert all(parts), "no empty partition"
+            if parts:
+                assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_fanouts_keep_the_items_order_and_check_the_result_count():
+    items = list(range(100))
+    assert InProcess().map(_square_each, items) == [i * i for i in items]
+    with pytest.raises(RuntimeError, match="returned 99 results for 100 items"):
+        InProcess().map(_one_short, items)
+
+
+def test_prefect_tasks_run_few_items_in_process():
+    # Below min_items a round trip to the cluster costs more than the work: no flow, no task runs.
+    assert PrefectTasks(workers=2, min_items=32).map(_square_each, list(range(31))) == [i * i for i in range(31)]
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """A scheduler and two single-threaded workers on loopback; yields the scheduler's address."""
+    from distributed import Client
+
+    tmp = tmp_path_factory.mktemp("dask")
+    scheduler_file = tmp / "scheduler.json"
+    logs, procs = [], []
+
+    def start(name: str, *args: str) -> None:
+        log = open(tmp / f"{name}.log", "w+")
+        logs.append(log)
+        procs.append(subprocess.Popen([*DASK, *args], env=cli_env(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+
+    start(
+        "scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(scheduler_file)
+    )
+    try:
+        for i in range(2):
+            start(
+                f"worker{i}",
+                "worker",
+                "--scheduler-file",
+                str(scheduler_file),
+                "--nthreads",
+                "1",
+                "--nworkers",
+                "1",
+                "--no-dashboard",
+                "--name",
+                f"w{i}",
+                "--local-directory",
+                str(tmp / f"w{i}"),
+            )
+        # Ready when the scheduler knows both workers (the client waits for the file and the workers).
+        with Client(scheduler_file=str(scheduler_file), timeout="300s") as client:
+            client.wait_for_workers(2, timeout=300)
+            address = client.scheduler.address
+        yield address
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs[::-1]:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for log in logs:
+            log.close()
+
+
+def _executed_per_worker(address: str) -> dict[str, int]:
+    from distributed import Client
+
+    with Client(address, timeout="120s") as client:
+        return client.run(lambda dask_worker: dask_worker.state.executed_count)
+
+
+def _tables(home: Path) -> dict[str, bytes]:
+    """Every published Parquet file of the home, by its path under tables/."""
+    return {str(p.relative_to(home / "tables")): p.read_bytes() for p in sorted((home / "tables").rglob("*.parquet"))}
+
+
+@pytest.mark.slow
+def test_build_on_a_dask_cluster_writes_the_local_builds_tables(dask_cluster, tmp_path):
+    profile = tmp_path / "small.yaml"
+    profile.write_text(yaml.safe_dump({"extends": "demo", **SMALL_DEMO}), encoding="utf-8")
+    local, on_dask = tmp_path / "local", tmp_path / "dask"
+    proc = run_cli("build", "--profile", str(profile), "--json", home=local, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    before = _executed_per_worker(dask_cluster)
+    proc = run_cli(
+        "build",
+        "--profile",
+        str(profile),
+        "--json",
+        "--runner",
+        "dask",
+        "--dask-address",
+        dask_cluster,
+        home=on_dask,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    # Both workers ran partitions, and they show in the run database as the detect stage's task runs.
+    after = _executed_per_worker(dask_cluster)
+    assert len(after) == 2 and all(after[w] > before.get(w, 0) for w in after), (before, after)
+    with sqlite3.connect(on_dask / "prefect" / "prefect.db") as db:
+        names = [n for (n,) in db.execute("SELECT name FROM task_run WHERE state_name = 'Completed'")]
+    assert sum(n.startswith("findings[") for n in names) >= 2, names
+
+    ours, theirs = _tables(local), _tables(on_dask)
+    assert sorted(ours) == sorted(theirs)
+    assert len(ours) >= 20
+    assert [t for t in ours if ours[t] != theirs[t]] == [], "tables that differ between the local and the Dask build"
+
+
+def test_runner_options_are_checked_before_any_work(tmp_path):
+    home = tmp_path / "home"
+    for args, message in [
+        (["--dask-address", "tcp://127.0.0.1:1"], "need --runner dask"),
+        (["--runner", "dask", "--dask-workers", "0"], "at least 1"),
+        (["--runner", "dask", "--dask-workers", "2", "--dask-address", "tcp://127.0.0.1:1"], "has its own workers"),
+    ]:
+        proc = run_cli("build", "--profile", "demo", *args, home=home)
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (home / "tables").exists() and not (home / "warehouse.duckdb").exists()
+    assert shutil.which("dask", path=str(Path(sys.executable).parent)), "the dask CLI comes with prefect-dask's distributed"
