@@ -43,10 +43,11 @@ from finhallu.stages.pipeline import STAGES  # noqa: E402
 DEMO_AIHUB_DOCS = 34
 
 
-def build(profile: Path, home: Path) -> tuple[float, int, dict]:
-    """(wall seconds, peak RSS in bytes of the build process, its JSON summary)."""
+def build(profile: Path, home: Path, *extra: str) -> tuple[float, int, dict]:
+    """(wall seconds, peak RSS in bytes of the build process, its JSON summary); `extra`: more
+    `finhallu build` arguments."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    cmd = [sys.executable, "-m", "finhallu.cli", "build", "--profile", str(profile), "--json", "--home", str(home)]
+    cmd = [sys.executable, "-m", "finhallu.cli", "build", "--profile", str(profile), "--json", "--home", str(home), *extra]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=ROOT)

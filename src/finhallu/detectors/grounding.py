@@ -443,10 +443,11 @@ def findings(sample: dict, use_history: bool = True, max_passages: int | None = 
     return found
 
 
-def prefetch_findings(samples: list[dict], fanout: Fanout, use_history: bool = True) -> None:
-    """The findings of every sample not yet memoized, computed in partitions by `fanout` (over a
-    Dask cluster's workers when the build runs on one) and memoized for the detectors that ask."""
-    keys = list(dict.fromkeys(_findings_key(s, use_history, None) for s in samples))
+def prefetch_findings(samples: list[dict], fanout: Fanout, variants: list[tuple[bool, int | None]]) -> None:
+    """The findings of every sample under each (use_history, max_passages) variant, those not yet
+    memoized computed in partitions by `fanout` (over a Dask cluster's workers when the build runs
+    on one) and memoized for the detectors that ask."""
+    keys = list(dict.fromkeys(_findings_key(s, h, m) for h, m in variants for s in samples))
     todo = [k for k in keys if k not in _FINDINGS]
     for key, found in zip(todo, fanout.map(findings_of_keys, todo, name="findings")):
         _remember(key, found)

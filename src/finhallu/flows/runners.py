@@ -4,7 +4,8 @@ cluster through prefect-dask's DaskTaskRunner (`finhallu build --runner dask`).
 On Dask, the stages still run one after another in the build process (they publish to the
 home's warehouse, one writer); the pure per-item work inside them (finhallu.fanout) runs as
 Prefect task runs on the cluster's workers. `--dask-address tcp://host:8786` uses a running
-cluster (its workers must see the home folder and import finhallu); without it, a local cluster
+cluster (its workers must import finhallu; `dask worker --preload finhallu.dask_preload` imports
+it at start); without it, a local cluster
 of `--dask-workers` single-threaded worker processes (default: one per core) lives for the build.
 """
 
@@ -46,5 +47,6 @@ class RunnerSpec:
                 "threads_per_worker": 1,  # the work holds the GIL: parallel in processes, not threads
                 "processes": True,
                 "dashboard_address": None,
+                "preload": ["finhallu.dask_preload"],  # the workers import the partitioned work's code at start
             }
         )

@@ -67,10 +67,13 @@ def run_detectors(
     for name, overrides in detectors.items():  # validate every configuration before running any
         det = get_detector(base_name(name))
         plan.append((name, det, det.params(overrides or {})))
-    if any(det.reads_findings for _, det, _ in plan):
+    # The grounding findings every such detector reads, computed first in one fan-out (in partitions
+    # on the cluster under --runner dask), under the evidence each one's parameters give it.
+    variants = {(p.get("use_history", True), p.get("max_passages")) for _, det, p in plan if det.reads_findings}
+    if variants:
         from finhallu.detectors.grounding import prefetch_findings
 
-        prefetch_findings(items, ctx.fanout)
+        prefetch_findings(items, ctx.fanout, sorted(variants, key=repr))
     rows: list[DetectionsRow] = []
     for done, (name, det, params) in enumerate(plan, 1):
         found = ctx.detections(name, items, params)
