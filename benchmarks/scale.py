@@ -15,7 +15,7 @@ rebuild after ~1 % more documents (its share of the cold time) and an unchanged 
 
 Targets (2 cores): 3,000 documents cold <= 4 min, peak RSS <= 2 GB, time per document within 1.5x
 from 544 to 3,000 documents; +1 % documents <= 15 % of cold; unchanged <= 10 s.
-Not measured here yet: the Dask runner (local vs 2-worker cluster), which finhallu does not have.
+Local vs Dask time: `benchmarks/dask_runner.py` on a home this script kept (`--keep`).
 """
 
 from __future__ import annotations

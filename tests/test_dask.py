@@ -149,12 +149,22 @@ def test_build_on_a_dask_cluster_writes_the_local_builds_tables(dask_cluster, tm
     assert [t for t in ours if ours[t] != theirs[t]] == [], "tables that differ between the local and the Dask build"
 
 
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def test_runner_options_are_checked_before_any_work(tmp_path):
     home = tmp_path / "home"
     for args, message in [
         (["--dask-address", "tcp://127.0.0.1:1"], "need --runner dask"),
         (["--runner", "dask", "--dask-workers", "0"], "at least 1"),
         (["--runner", "dask", "--dask-workers", "2", "--dask-address", "tcp://127.0.0.1:1"], "has its own workers"),
+        (["--runner", "dask", "--dask-address", f"tcp://127.0.0.1:{_closed_port()}"], "no Dask scheduler at tcp://127.0.0.1:"),
     ]:
         proc = run_cli("build", "--profile", "demo", *args, home=home)
         assert proc.returncode == 2, proc.stderr

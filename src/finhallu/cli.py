@@ -177,6 +177,10 @@ def cmd_build(args) -> int:
     except ValueError as exc:
         print(f"finhallu {args.command}: {exc}", file=sys.stderr)
         return 2
+    problem = runner.problem()
+    if problem:
+        print(f"finhallu {args.command}: not started: {problem}", file=sys.stderr)
+        return 2
     with prefect_api(_home(args)) as ready:
         return _build(args, cfg, ready, runner)
 

@@ -33,6 +33,29 @@ class RunnerSpec:
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"--dask-workers must be at least 1, got {self.workers}")
 
+    def problem(self) -> str | None:
+        """One line on why the cluster at `address` cannot take the build (checked before any work);
+        None when it can, or when there is no address to check."""
+        if not self.address:
+            return None
+        import socket
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.address if "://" in self.address else f"tcp://{self.address}")
+        if parts.scheme == "tcp":  # a closed port is refused at once; the client would retry for 30 s
+            try:
+                socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 8786), timeout=30).close()
+            except OSError as exc:
+                return f"no Dask scheduler at {self.address}: {exc}"
+        from distributed import Client
+
+        try:
+            with Client(self.address, timeout="60s", set_as_default=False) as client:
+                workers = len(client.nthreads())
+        except (OSError, TimeoutError) as exc:
+            return f"no Dask scheduler at {self.address}: {exc}"
+        return None if workers else f"the Dask cluster at {self.address} has no workers"
+
     def task_runner(self):
         """The flow's task runner (None: Prefect's default, in process)."""
         if self.kind == "local":
