@@ -69,6 +69,7 @@ def dask_cluster(tmp_path_factory):
         "scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(scheduler_file)
     )
     try:
+        _wait_for_scheduler_file(scheduler_file, procs[0], tmp / "scheduler.log")
         for i in range(2):
             start(
                 f"worker{i}",
@@ -80,6 +81,8 @@ def dask_cluster(tmp_path_factory):
                 "--nworkers",
                 "1",
                 "--no-dashboard",
+                "--preload",
+                "finhallu.dask_preload",
                 "--name",
                 f"w{i}",
                 "--local-directory",
@@ -100,6 +103,22 @@ def dask_cluster(tmp_path_factory):
                 p.kill()
         for log in logs:
             log.close()
+
+
+def _wait_for_scheduler_file(path: Path, proc: subprocess.Popen, log: Path) -> None:
+    """Until the scheduler has written its address (readiness, not a sleep: however busy the machine)."""
+    import json
+    import time
+
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"dask scheduler exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            if json.loads(path.read_text()).get("address"):
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
 
 
 def _executed_per_worker(address: str) -> dict[str, int]:
