@@ -98,7 +98,9 @@ class Detector:
     # What the detector needs that the data does not carry (a local model, a parameter in range),
     # checked before any work: returns a one-line problem or None.
     preflight: Callable[[dict], str | None] | None = None
-    reads_findings: bool = False  # uses grounding.findings: the run computes them first, in partitions
+    # The (sample, use_history, max_passages) whose grounding findings the detector will read, so the
+    # run computes them first, in partitions (grounding.prefetch_findings); None: it reads none.
+    findings_inputs: Callable[[list[dict], dict, "DetectorContext"], list[tuple[dict, bool, int | None]]] | None = None
 
     def params(self, overrides: dict) -> dict:
         """The defaults with these overrides, each checked against its default's type."""
@@ -143,11 +145,11 @@ def register_detector(
     version: str = "1",
     describe: Callable[[dict, DetectorContext], dict] | None = None,
     preflight: Callable[[dict], str | None] | None = None,
-    reads_findings: bool = False,
+    findings_inputs: Callable[[list[dict], dict, DetectorContext], list[tuple[dict, bool, int | None]]] | None = None,
     **defaults,
 ):
     def deco(fn):
-        DETECTORS.add(name, Detector(name, fn, defaults, batch, version, describe, preflight, reads_findings), fn.__module__)
+        DETECTORS.add(name, Detector(name, fn, defaults, batch, version, describe, preflight, findings_inputs), fn.__module__)
         return fn
 
     return deco

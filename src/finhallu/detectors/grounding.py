@@ -443,11 +443,11 @@ def findings(sample: dict, use_history: bool = True, max_passages: int | None = 
     return found
 
 
-def prefetch_findings(samples: list[dict], fanout: Fanout, variants: list[tuple[bool, int | None]]) -> None:
-    """The findings of every sample under each (use_history, max_passages) variant, those not yet
-    memoized computed in partitions by `fanout` (over a Dask cluster's workers when the build runs
-    on one) and memoized for the detectors that ask."""
-    keys = list(dict.fromkeys(_findings_key(s, h, m) for h, m in variants for s in samples))
+def prefetch_findings(requests: list[tuple[dict, bool, int | None]], fanout: Fanout) -> None:
+    """The findings of each (sample, use_history, max_passages), those not yet memoized computed in
+    partitions by `fanout` (over a Dask cluster's workers when the build runs on one) and memoized
+    for the detectors that ask."""
+    keys = list(dict.fromkeys(_findings_key(s, h, m) for s, h, m in requests))
     todo = [k for k in keys if k not in _FINDINGS]
     for key, found in zip(todo, fanout.map(findings_of_keys, todo, name="findings")):
         _remember(key, found)
@@ -473,6 +473,12 @@ def _remember(key: _FindingsKey, found: Findings) -> Findings:
         _FINDINGS.clear()
     _FINDINGS[key] = found
     return found
+
+
+def evidence_findings_inputs(samples: list[dict], params: dict, ctx=None) -> list[tuple[dict, bool, int | None]]:
+    """What a detector reading `findings(sample, use_history, max_passages)` from its parameters
+    (defaults: the history, every passage) will ask for (its Detector.findings_inputs)."""
+    return [(s, params.get("use_history", True), params.get("max_passages")) for s in samples]
 
 
 def findings_of_keys(keys: list[_FindingsKey]) -> list[Findings]:

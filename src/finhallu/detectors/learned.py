@@ -154,7 +154,7 @@ def _auc(y: np.ndarray, p: np.ndarray) -> float:
 
 @register_detector(
     "learned",
-    reads_findings=True,
+    findings_inputs=lambda samples, params, ctx: [(s, True, None) for s in samples],  # evidence_features
     batch=True,
     version="2",
     preflight=_preflight,

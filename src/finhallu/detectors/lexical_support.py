@@ -10,13 +10,13 @@ else Unverifiable), and one that barely touches the question's words (Irrelevanc
 from __future__ import annotations
 
 from finhallu.detectors import Detection, register_detector
-from finhallu.detectors.grounding import findings, refusal_detection
+from finhallu.detectors.grounding import evidence_findings_inputs, findings, refusal_detection
 from finhallu.text.numbers import find_numbers
 
 
 @register_detector(
     "lexical_support",
-    reads_findings=True,
+    findings_inputs=evidence_findings_inputs,
     version="3",
     threshold=0.6,
     coverage_threshold=0.5,

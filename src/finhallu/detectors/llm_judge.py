@@ -83,17 +83,21 @@ _TEXT = {
 }
 
 
-def judge_rules(passages: list[str], history: list[dict], query: str, response: str, lang: str) -> tuple[str, float, list[str]]:
-    """(hallu_type or 'none', hallucination score, three-step rationale) from the grounding checks."""
-    t = _TEXT["ko" if lang == "ko" else "en"]
-    sample = {
+def _judged(passages: list[str], history: list[dict], query: str, response: str) -> dict:
+    """The sample as the judge sees it (its prompt's fields: no standalone query, no passage roles)."""
+    return {
         "passages": [{"text": p} for p in passages],
         "history": history or [],
         "query": query,
         "standalone_query": None,
         "response": response,
     }
-    f = findings(sample)
+
+
+def judge_rules(passages: list[str], history: list[dict], query: str, response: str, lang: str) -> tuple[str, float, list[str]]:
+    """(hallu_type or 'none', hallucination score, three-step rationale) from the grounding checks."""
+    t = _TEXT["ko" if lang == "ko" else "en"]
+    f = findings(_judged(passages, history, query, response))
     answerable = f.coverage >= COVERAGE
     steps = [t["answerable"].format(cov=f.coverage, ans=t["yes"] if answerable else t["no"])]
     if f.refusal:
@@ -158,9 +162,28 @@ def _describe(params: dict, ctx) -> dict:
     return {"operation": op, "backend": ctx.router.backend(params["role"]), "prompt_version": prompt_version(op)}
 
 
+def _call(sample: dict, params: dict) -> dict:
+    """The judge's inputs for one sample (what its prompt shows)."""
+    return {
+        "lang": sample.get("lang") or "ko",
+        "passages": [p["text"][: params["max_passage_chars"]] for p in (sample.get("passages") or [])[: params["max_passages"]]],
+        "history": [{"role": m["role"], "content": m["content"]} for m in sample.get("history") or []],
+        "query": sample.get("query") or "",
+        "response": sample.get("response") or "",
+    }
+
+
+def _judge_findings_inputs(samples: list[dict], params: dict, ctx) -> list[tuple[dict, bool, int | None]]:
+    """The rules backend's findings (a model judges for itself: none)."""
+    if not ctx.router.is_offline(params["role"]):
+        return []
+    calls = [_call(s, params) for s in samples]
+    return [(_judged(c["passages"], c["history"], c["query"], c["response"]), True, None) for c in calls]
+
+
 @register_detector(
     "llm_judge",
-    reads_findings=True,
+    findings_inputs=_judge_findings_inputs,
     batch=True,
     version="2",
     describe=_describe,
@@ -175,20 +198,7 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     mode = params["mode"]
     if mode not in MODES:
         raise ValueError(f"llm_judge: mode must be one of {sorted(MODES)}, got {mode!r}")
-    calls = []
-    for sample in samples:
-        passages = [p["text"][: params["max_passage_chars"]] for p in (sample.get("passages") or [])[: params["max_passages"]]]
-        history = [{"role": m["role"], "content": m["content"]} for m in sample.get("history") or []]
-        calls.append(
-            {
-                "lang": sample.get("lang") or "ko",
-                "passages": passages,
-                "history": history,
-                "query": sample.get("query") or "",
-                "response": sample.get("response") or "",
-            }
-        )
-    outs = ctx.router.call_many(params["role"], MODES[mode], calls)
+    outs = ctx.router.call_many(params["role"], MODES[mode], [_call(s, params) for s in samples])
     return [None if out is None else _detection(sample, out, mode) for sample, out in zip(samples, outs)]
 
 

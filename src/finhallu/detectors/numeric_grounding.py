@@ -14,13 +14,13 @@ do not cover the question, saying what they do not hold, is flagged as False Acc
 from __future__ import annotations
 
 from finhallu.detectors import Detection, register_detector
-from finhallu.detectors.grounding import findings, refusal_detection, unanswerable_answer
+from finhallu.detectors.grounding import evidence_findings_inputs, findings, refusal_detection, unanswerable_answer
 
 
 @register_detector(
     "numeric_grounding",
     version="5",
-    reads_findings=True,
+    findings_inputs=evidence_findings_inputs,
     coverage_threshold=0.5,
     answer_threshold=0.7,
     use_history=True,

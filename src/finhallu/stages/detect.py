@@ -67,13 +67,13 @@ def run_detectors(
     for name, overrides in detectors.items():  # validate every configuration before running any
         det = get_detector(base_name(name))
         plan.append((name, det, det.params(overrides or {})))
-    # The grounding findings every such detector reads, computed first in one fan-out (in partitions
-    # on the cluster under --runner dask), under the evidence each one's parameters give it.
-    variants = {(p.get("use_history", True), p.get("max_passages")) for _, det, p in plan if det.reads_findings}
-    if variants:
+    # The grounding findings the detectors will read (each under the evidence its parameters give it),
+    # computed first in one fan-out: in partitions on the cluster under --runner dask.
+    wanted = [r for _, det, params in plan if det.findings_inputs for r in det.findings_inputs(items, params, ctx)]
+    if wanted:
         from finhallu.detectors.grounding import prefetch_findings
 
-        prefetch_findings(items, ctx.fanout, sorted(variants, key=repr))
+        prefetch_findings(wanted, ctx.fanout)
     rows: list[DetectionsRow] = []
     for done, (name, det, params) in enumerate(plan, 1):
         found = ctx.detections(name, items, params)
