@@ -80,3 +80,25 @@ def test_noun_phrases_prefetched_in_one_batch_equal_those_analysed_one_by_one(mo
     assert batches == [texts]  # one batch, each text once
     monkeypatch.setattr(phrases, "tokenize_korean", lambda t: pytest.fail(f"analysed again: {t}"))
     assert {t: phrases.noun_phrases(t) for t in texts} == one_by_one
+
+
+def test_clear_memos_empties_the_per_text_memos_and_keeps_loaded_resources():
+    from finhallu.detectors import grounding
+    from finhallu.memos import clear_memos
+    from finhallu.text import phrases, sentences, words
+
+    sample = {
+        "passages": [{"text": "2023년 매출액은 1조 2,000억원으로 전년보다 증가했다."}],
+        "history": [],
+        "query": "2023년 매출액은 얼마인가?",
+        "response": "2023년 매출액은 1조 2,000억원입니다.",
+    }
+    before = grounding.findings(sample)
+    phrases.noun_phrases("주택도시보증공사의 보증료율")
+    analyser = sentences.kiwi()
+    assert grounding._FINDINGS and phrases._PHRASES and words.content_word_set.cache_info().currsize
+    assert clear_memos() >= 3
+    assert not grounding._FINDINGS and not phrases._PHRASES
+    assert words.content_word_set.cache_info().currsize == 0 and words.strip_particle.cache_info().currsize == 0
+    assert sentences.kiwi() is analyser  # a loaded resource, not a memo: kept
+    assert grounding.findings(sample) == before  # recomputed, the same

@@ -459,6 +459,10 @@ _FINDINGS: dict[_FindingsKey, Findings] = {}
 _FINDINGS_MAX = 100_000
 
 
+def clear_memo() -> None:
+    _FINDINGS.clear()
+
+
 def _findings_key(sample: dict, use_history: bool, max_passages: int | None) -> _FindingsKey:
     return (
         sample.get("response") or "",

@@ -17,6 +17,7 @@ from prefect.context import TaskRunContext
 from finhallu.config import BuildConfig, canonical_hash
 from finhallu.estimate import saved_stage_estimate
 from finhallu.fanout import current_fanout
+from finhallu.memos import clear_memos
 from finhallu.flows.stage_report import publish_stage_summary
 from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
@@ -85,6 +86,7 @@ def execute_stage(
 ) -> dict[str, TableRef]:
     """Run one stage end to end; publishes only if every output passes its gate."""
     stage = STAGES_BY_NAME[stage_name]
+    clear_memos()  # the previous stage's per-text memos: a build holds one stage's, not every stage's
     started = time.perf_counter()
     catalog = Catalog(Path(home))
     frames = {name: catalog.store.read(ref) for name, ref in inputs.items()}

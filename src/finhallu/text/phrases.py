@@ -19,6 +19,10 @@ _PHRASES: dict[tuple[str, bool], tuple[tuple[str, int, int], ...]] = {}
 _PHRASES_MAX = 50_000  # texts remembered (phrases are small; a stage asks about the same texts often)
 
 
+def clear_memo() -> None:
+    _PHRASES.clear()
+
+
 def _remember(key: tuple[str, bool], phrases: tuple[tuple[str, int, int], ...]) -> None:
     if len(_PHRASES) >= _PHRASES_MAX:
         _PHRASES.clear()  # rare (a stage's texts fit); simpler than LRU order on every hit
