@@ -136,7 +136,15 @@ def _tables(home: Path) -> dict[str, bytes]:
 @pytest.mark.slow
 def test_build_on_a_dask_cluster_writes_the_local_builds_tables(dask_cluster, tmp_path):
     profile = tmp_path / "small.yaml"
-    profile.write_text(yaml.safe_dump({"extends": "demo", **SMALL_DEMO}), encoding="utf-8")
+    # The small corpus, two dialogues a document, 200 resamples: still well over the partitions'
+    # minimum of samples, and two builds of it cost the suite less.
+    small = {
+        "extends": "demo",
+        **SMALL_DEMO,
+        "dialogues": {"dialogues_per_document": 2, "dialogues_per_filing": 2},
+        "metrics": {"bootstrap_resamples": 200},
+    }
+    profile.write_text(yaml.safe_dump(small), encoding="utf-8")
     local, on_dask = tmp_path / "local", tmp_path / "dask"
     proc = run_cli("build", "--profile", str(profile), "--json", home=local, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -9,7 +9,6 @@ below 64) are kept.
 
 from __future__ import annotations
 
-import gc
 import sys
 
 MEMO_MIN_SIZE = 64  # an lru_cache this large or unbounded memoizes per-text results, not a resource
@@ -34,5 +33,4 @@ def clear_memos() -> int:
         if callable(clear):
             clear()
             emptied += 1
-    gc.collect()
-    return emptied
+    return emptied  # their entries hold no cycles: freed at once, no gc pass (0.3 s a stage)

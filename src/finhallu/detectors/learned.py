@@ -154,7 +154,7 @@ def _auc(y: np.ndarray, p: np.ndarray) -> float:
 
 @register_detector(
     "learned",
-    findings_inputs=lambda samples, params, ctx: [(s, True, None) for s in samples],  # evidence_features
+    findings_inputs=lambda samples, params, ctx: [(s, True, None) for s in samples] if params["evidence_features"] else [],
     batch=True,
     version="2",
     preflight=_preflight,
