@@ -25,9 +25,6 @@ R = TypeVar("R")
 
 
 class Fanout(Protocol):
-    @property
-    def workers(self) -> int: ...
-
     def map(
         self, fn: Callable[[list[Any]], list[Any]], items: Sequence[Any], name: str = "", min_items: int | None = None
     ) -> list[Any]:
@@ -56,8 +53,6 @@ def _checked(fn: Callable, part: list, results: list) -> list:
 
 @dataclass(frozen=True)
 class InProcess:
-    workers: int = 1
-
     def map(
         self, fn: Callable[[list[Any]], list[Any]], items: Sequence[Any], name: str = "", min_items: int | None = None
     ) -> list[Any]:

@@ -23,13 +23,11 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-
-from finhallu.fanout import Fanout, InProcess
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-
+from finhallu.fanout import Fanout, InProcess
 from finhallu.registry import Registry
 
 DETECTORS: Registry["Detector"] = Registry("detector", __name__)
