@@ -61,9 +61,14 @@ def cli_env() -> dict:
     return env
 
 
-def run_cli(*args: str, home: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_cli(*args: str, home: Path | str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*FINHALLU, *args, "--home", str(home)], capture_output=True, text=True, env=cli_env(), timeout=timeout, cwd=ROOT
+        [*FINHALLU, *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env={**cli_env(), **(env or {})},
+        timeout=timeout,
+        cwd=ROOT,
     )
 
 
@@ -90,3 +95,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "demo_build" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("demo-home"))
+
+
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-compatible server on loopback (moto's, in a thread of this process): the environment
+    a subprocess needs to reach it, endpoint and credentials, as AWS SDKs read them."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield {**S3_CREDENTIALS, "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+    finally:
+        server.stop()

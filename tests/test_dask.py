@@ -4,6 +4,7 @@ runs, and the tables come out byte for byte as the local build's."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -134,7 +135,9 @@ def _tables(home: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_build_on_a_dask_cluster_writes_the_local_builds_tables(dask_cluster, tmp_path):
+def test_build_on_a_dask_cluster_writes_the_local_builds_tables(dask_cluster, s3_server, tmp_path):
+    """The Dask build also writes to a home stored at a URL (an S3-compatible server on loopback):
+    one build shows both that the cluster and that the object store change no byte of a table."""
     profile = tmp_path / "small.yaml"
     # The small corpus, two dialogues a document, 200 resamples: still well over the partitions'
     # minimum of samples, and two builds of it cost the suite less.
@@ -145,35 +148,49 @@ def test_build_on_a_dask_cluster_writes_the_local_builds_tables(dask_cluster, tm
         "metrics": {"bootstrap_resamples": 200},
     }
     profile.write_text(yaml.safe_dump(small), encoding="utf-8")
-    local, on_dask = tmp_path / "local", tmp_path / "dask"
+    local, on_dask = tmp_path / "local", "s3://dask-bucket/homes/small"
+    s3_env = {**s3_server, "FINHALLU_STATE_DIR": str(tmp_path / "state")}
     proc = run_cli("build", "--profile", str(profile), "--json", home=local, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     before = _executed_per_worker(dask_cluster)
-    proc = run_cli(
-        "build",
-        "--profile",
-        str(profile),
-        "--json",
-        "--runner",
-        "dask",
-        "--dask-address",
-        dask_cluster,
-        home=on_dask,
-        timeout=900,
-    )
+    dask_args = ["build", "--profile", str(profile), "--json", "--runner", "dask", "--dask-address", dask_cluster]
+    proc = run_cli(*dask_args, home=on_dask, timeout=900, env=s3_env)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     # Both workers ran partitions, and they show in the run database as the detect stage's task runs.
     after = _executed_per_worker(dask_cluster)
     assert len(after) == 2 and all(after[w] > before.get(w, 0) for w in after), (before, after)
-    with sqlite3.connect(on_dask / "prefect" / "prefect.db") as db:
+    state = tmp_path / "state" / "s3" / "dask-bucket" / "homes" / "small"
+    with sqlite3.connect(state / "prefect" / "prefect.db") as db:
         names = [n for (n,) in db.execute("SELECT name FROM task_run WHERE state_name = 'Completed'")]
     assert sum(n.startswith("findings[") for n in names) >= 2, names
 
-    ours, theirs = _tables(local), _tables(on_dask)
+    ours, theirs = _tables(local), _s3_tables(s3_server, "dask-bucket/homes/small")
     assert sorted(ours) == sorted(theirs)
     assert len(ours) >= 20
     assert [t for t in ours if ours[t] != theirs[t]] == [], "tables that differ between the local and the Dask build"
+    assert not (state / "tables").exists()
+
+    # The stage cache knows the tables at the URL: an unchanged rebuild runs no stage.
+    proc = run_cli(*dask_args, home=on_dask, timeout=900, env=s3_env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["ran"] == []
+    # Another machine (its own state folder) queries the home: the catalog comes from the records there.
+    query = "SELECT count(*) FROM samples"
+    elsewhere = {**s3_env, "FINHALLU_STATE_DIR": str(tmp_path / "elsewhere")}
+    proc = run_cli("sql", query, home=on_dask, env=elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == run_cli("sql", query, home=local).stdout
+
+
+def _s3_tables(env: dict, prefix: str) -> dict[str, bytes]:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(
+        key=env["AWS_ACCESS_KEY_ID"], secret=env["AWS_SECRET_ACCESS_KEY"], endpoint_url=env["AWS_ENDPOINT_URL"]
+    )
+    root = f"{prefix}/tables/"
+    return {k[len(root) :]: fs.cat_file(k) for k in sorted(fs.find(root)) if k.endswith(".parquet")}
 
 
 def _closed_port() -> int:

@@ -41,8 +41,8 @@ def test_killed_publish_leaves_nothing_visible(tmp_path):
     r1 = _pub(store, "t", pl.DataFrame({"k": [1]}))
     store.set_current([r1])
     # What a SIGKILL can leave: a half-written temp dir and a renamed version without its record.
-    (store.tables_dir / "t" / ".tmp-dead").mkdir()
-    orphan = store.version_dir("t", 2)
+    (tmp_path / "tables" / "t" / ".tmp-dead").mkdir()
+    orphan = Path(store.version_url("t", 2))
     orphan.mkdir()
     pl.DataFrame({"k": [999]}).write_parquet(orphan / "part-0.parquet")
     cat.refresh_views()

@@ -20,7 +20,13 @@ if TYPE_CHECKING:
 
 
 def _home(args) -> Path:
-    return Path(args.home or os.environ.get("FINHALLU_HOME") or "data").resolve()
+    """The home's local folder; a home given as a URL (s3://bucket/prefix) is checked once (in
+    `main`) and stands for its state folder there (warehouse/storage.py)."""
+    if getattr(args, "home_dir", None) is None:
+        from finhallu.warehouse.storage import resolve_home
+
+        args.home_dir = resolve_home(args.home or os.environ.get("FINHALLU_HOME") or "data")
+    return args.home_dir
 
 
 def prepare_prefect_env(home: Path, verbose: bool = False) -> None:
@@ -627,13 +633,19 @@ def cmd_sql(args) -> int:
 
     from finhallu.warehouse import connect_readonly
 
+    from finhallu.warehouse.storage import storage_of
+
     home = _home(args)
-    if not (home / "warehouse.duckdb").exists():
+    storage = storage_of(home)
+    if not (home / "warehouse.duckdb").exists() and not storage.exists("catalog"):
         print(f"sql: no warehouse in {home} (build first: finhallu build --home {home})", file=sys.stderr)
         return 2
     con = connect_readonly(home)  # re-points the views first if the home was moved
     if not args.query:
         con.close()
+        if storage.remote:  # the duckdb shell cannot reach a Python (fsspec) filesystem
+            print(f"sql: the tables are at {storage.url('')}: pass a query (finhallu sql 'SELECT ...')", file=sys.stderr)
+            return 2
         shell = Path(sys.executable).parent / "duckdb"
         if not shell.exists():
             print("sql: the duckdb shell is not installed beside this Python (pip install duckdb-cli)", file=sys.stderr)
@@ -897,6 +909,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    home = args.home or os.environ.get("FINHALLU_HOME") or ""
+    if "://" in home:
+        from finhallu.warehouse.storage import StorageError, resolve_home
+
+        try:  # reach the URL now: a wrong endpoint, key or bucket is one line before any work
+            args.home_dir = resolve_home(home, check=True)
+        except StorageError as exc:
+            print(f"finhallu {args.command}: {exc}", file=sys.stderr)
+            return 2
     if not getattr(args, "dry_run", False):  # a dry run runs no flow and leaves the home alone
         prepare_prefect_env(_home(args), args.verbose)
     return args.fn(args)

@@ -27,7 +27,7 @@ import polars as pl
 from finhallu.injectors import display_name, find_leaf
 from finhallu.injectors.verify import word_diff
 from finhallu.text.sentences import split_sentences
-from finhallu.warehouse.store import TableRef
+from finhallu.warehouse.store import TableRef, read_table
 
 SFT_SYSTEM = {
     "ko": "당신은 금융 RAG 응답의 환각을 판정합니다. 검색 문서와 대화 기록만 근거로 1) 답변 가능성, 2) 응답의 주장, "
@@ -179,7 +179,7 @@ def export_files(home: Path, samples_ref: TableRef) -> Path:
     final = Path(home) / "exports" / f"samples@v{samples_ref.version}"
     if final.exists():
         return final
-    df = pl.read_parquet(Path(samples_ref.path) / "part-0.parquet").sort("sample_id")
+    df = read_table(samples_ref).sort("sample_id")
     tmp = final.parent / f".tmp-{uuid.uuid4().hex}"
     for sub in ("data", "labels", "jsonl", "sft"):
         (tmp / sub).mkdir(parents=True)

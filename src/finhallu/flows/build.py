@@ -23,8 +23,9 @@ from finhallu.progress import reporter
 from finhallu.schemas.gate import GateFailed
 from finhallu.export import export_files
 from finhallu.stages.pipeline import STAGES
+from finhallu.warehouse.storage import resolve_home
 from finhallu.warehouse import Catalog, TableRef
-from finhallu.warehouse.store import utc_now
+from finhallu.warehouse.store import read_table, utc_now
 
 
 @dataclass
@@ -45,11 +46,9 @@ class BuildOutcome:
         ref = self.refs.get("dataset_stats")
         if self.status != "succeeded" or ref is None:
             return []
-        import polars as pl
-
         from finhallu.coverage import warnings_from_stats
 
-        return warnings_from_stats(pl.read_parquet(f"{ref.path}/*.parquet").to_dicts())
+        return warnings_from_stats(read_table(ref).to_dicts())
 
 
 def _run_stage(stage, inputs, cfg, home, build_id, refresh: bool = False):
@@ -130,7 +129,7 @@ def run_build(
     published and visible in `<table>_all`, but current versions move only on a full build).
     `profile`: a profile name or path (loaded here, once) or an already loaded config.
     `runner`: where the stages' partitioned work runs (flows/runners.py; default in process)."""
-    home = Path(home).resolve()
+    home = resolve_home(home)  # a path, or a URL standing for its state folder
     build_id = build_id or new_build_id()
     cfg = profile if isinstance(profile, BuildConfig) else load_config(profile, overrides)  # fails fast, before the lock
     check_role_keys(cfg, until)  # and on a missing API key, before any stage runs

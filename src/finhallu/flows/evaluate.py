@@ -16,6 +16,7 @@ from finhallu.flows.artifacts import finalize_evaluation
 from finhallu.flows.build import _run_stage
 from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
 from finhallu.stages.pipeline import STAGES_BY_NAME
+from finhallu.warehouse.storage import resolve_home
 from finhallu.warehouse import Catalog, TableRef
 
 EVAL_STAGES = ("detect", "metrics", "report")
@@ -75,7 +76,7 @@ def run_evaluate(
     wait_s: float = 0.0,
     make_current: bool = False,
 ) -> dict:
-    home = Path(home).resolve()
+    home = resolve_home(home)  # a path, or a URL standing for its state folder
     build_id = new_build_id("eval-")
     cfg = selected_detectors(profile if isinstance(profile, BuildConfig) else load_config(profile), detectors)
     check_role_keys(cfg, only=("detect",))  # e.g. the LLM judge's key, before any work

@@ -22,6 +22,7 @@ from finhallu.flows.session import check_role_keys, home_session, new_build_id, 
 from finhallu.flows.evaluate import run_eval_stages
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.external import load_external
+from finhallu.warehouse.storage import resolve_home
 from finhallu.warehouse import Catalog, TableRef
 
 SUMMARY = [
@@ -105,7 +106,7 @@ def run_eval_external(
 ) -> dict:
     """train_on: FORMAT:PATH of a labelled set whose every row the learned detector also trains on
     (its content hash enters the detector's parameters, so the cached detections follow the files)."""
-    home = Path(home).resolve()
+    home = resolve_home(home)  # a path, or a URL standing for its state folder
     cfg = profile if isinstance(profile, BuildConfig) else load_config(profile)
     selected = {d: cfg.detect.detectors.get(d, {}) for d in (detectors or list(cfg.detect.detectors))}
     if train_on:

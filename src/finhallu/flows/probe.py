@@ -12,14 +12,15 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import polars as pl
 from prefect import flow
 
 from finhallu.config import BuildConfig, load_config, merge_dicts
 from finhallu.flows.build import run_stage_step
 from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
 from finhallu.stages.pipeline import PROBE_INPUT_STAGES, PROBE_STAGES, STAGES_BY_NAME
+from finhallu.warehouse.storage import resolve_home
 from finhallu.warehouse import Catalog, TableRef
+from finhallu.warehouse.store import read_table
 
 CRITERION = "premise_handling"
 
@@ -55,7 +56,7 @@ def check_probe_keys(cfg: BuildConfig) -> None:
 
 def write_ratings(out: Path, scores: TableRef) -> Path:
     """The judge's (rater `llm`) and the axis's (rater `axis`) labels, one row each, for `finhallu agreement`."""
-    df = pl.read_parquet(f"{scores.path}/*.parquet")
+    df = read_table(scores)
     tmp = out.with_suffix(".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
@@ -76,7 +77,7 @@ def run_probe(
     wait_s: float = 0.0,
 ) -> dict:
     """Probe the target roles (default: the profile's probe_responses.targets) on the home's corpus."""
-    home = Path(home).resolve()
+    home = resolve_home(home)  # a path, or a URL standing for its state folder
     build_id = new_build_id("probe-")
     extra = dict(overrides or {})
     if targets:

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from finhallu.warehouse import Catalog, TableRef
 from finhallu.warehouse.lock import HomeLock
-from finhallu.warehouse.store import utc_now
+from finhallu.warehouse.store import read_table, utc_now
 
 
 def new_build_id(prefix: str = "") -> str:
@@ -35,9 +35,7 @@ def home_session(home: str | Path, build_id: str, wait_s: float = 0.0) -> Iterat
 
 def write_report(home: Path, build_id: str, ref: TableRef) -> Path:
     """The run's HTML report (stored in `report_index`) at reports/<build_id>/index.html, atomically."""
-    import polars as pl
-
-    html = pl.read_parquet(Path(ref.path) / "part-0.parquet")["html"][0]
+    html = read_table(ref)["html"][0]
     out = Path(home) / "reports" / build_id / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

@@ -18,9 +18,14 @@ from pathlib import Path
 
 import duckdb
 
-from finhallu.warehouse.store import TableStore, atomic_write_bytes, utc_now
+from finhallu.warehouse.store import VERSIONS, TableStore, utc_now
 
 STORAGE_VERSION = "v1.2.0"
+
+# Catalog records beside the table manifest, in the home's storage (its folder or its URL).
+DQ_DIR = "catalog/dq_results"
+BUILDS_DIR = "catalog/builds"
+LLM_DIR = "catalog/llm_calls"
 
 # Fixed column types for the JSON-backed views, so an empty catalog still has a schema.
 DQ_COLUMNS = {
@@ -90,8 +95,7 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _json_view(name: str, folder: Path, columns: dict[str, str]) -> str:
-    files = sorted(str(p) for p in folder.glob("*.json*")) if folder.exists() else []
+def _json_view(name: str, files: list[str], columns: dict[str, str]) -> str:
     if not files:
         cols = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in columns.items())
         return f"CREATE VIEW {name} AS SELECT {cols} WHERE false"
@@ -104,10 +108,8 @@ class Catalog:
     def __init__(self, home: Path):
         self.store = TableStore(home)
         self.home = self.store.home
+        self.storage = self.store.storage
         self.db_path = self.home / "warehouse.duckdb"
-        self.dq_dir = self.store.catalog_dir / "dq_results"
-        self.builds_dir = self.store.catalog_dir / "builds"
-        self.llm_dir = self.store.catalog_dir / "llm_calls"
 
     # ---- JSON-lines records -----------------------------------------------------------
     def record_dq(self, build_id: str, stage: str, table: str, rows: list[dict]) -> None:
@@ -117,7 +119,7 @@ class Catalog:
             row = {c: r.get(c) for c in DQ_COLUMNS}
             row.update(build_id=build_id, stage=stage, table_name=table, checked_at=now)
             lines.append(json.dumps(row, ensure_ascii=False, default=str))
-        atomic_write_bytes(self.dq_dir / f"{build_id}__{stage}__{table}.jsonl", ("\n".join(lines) + "\n").encode("utf-8"))
+        self.storage.write_bytes(f"{DQ_DIR}/{build_id}__{stage}__{table}.jsonl", ("\n".join(lines) + "\n").encode("utf-8"))
 
     def record_llm_calls(self, build_id: str, stage: str, rows: list[dict]) -> None:
         """The stage's cost-ledger rows (one file per build and stage; a rerun of the stage replaces it)."""
@@ -128,17 +130,18 @@ class Catalog:
             row = {c: r.get(c) for c in LLM_CALL_COLUMNS}
             row.update(build_id=build_id, stage=stage)
             lines.append(json.dumps(row, ensure_ascii=False, default=str))
-        atomic_write_bytes(self.llm_dir / f"{build_id}__{stage}.jsonl", ("\n".join(lines) + "\n").encode("utf-8"))
+        self.storage.write_bytes(f"{LLM_DIR}/{build_id}__{stage}.jsonl", ("\n".join(lines) + "\n").encode("utf-8"))
 
     def record_build(self, build: dict) -> None:
         row = {c: build.get(c) for c in BUILD_COLUMNS}
-        atomic_write_bytes(self.builds_dir / f"{build['build_id']}.jsonl", (json.dumps(row, ensure_ascii=False) + "\n").encode())
+        self.storage.write_bytes(f"{BUILDS_DIR}/{build['build_id']}.jsonl", (json.dumps(row, ensure_ascii=False) + "\n").encode())
 
     def builds(self) -> list[dict]:
-        if not self.builds_dir.exists():
-            return []
-        rows = [json.loads(p.read_text()) for p in self.builds_dir.glob("*.jsonl")]
+        rows = [json.loads(self.storage.read_bytes(f"{BUILDS_DIR}/{n}")) for n in self.storage.names(BUILDS_DIR, "*.jsonl")]
         return sorted(rows, key=lambda r: r.get("started_at") or "")
+
+    def _json_files(self, folder: str) -> list[str]:
+        return [self.storage.url(f"{folder}/{n}") for n in self.storage.names(folder, "*.json*")]
 
     # ---- views --------------------------------------------------------------------------
     def refresh_views(self) -> Path:
@@ -150,26 +153,27 @@ class Catalog:
 
         stmts = []
         for name, versions in sorted(by_name.items()):
-            files = [str(store.version_dir(name, v) / "part-0.parquet") for v in sorted(versions)]
+            files = [store.part_url(name, v) for v in sorted(versions)]
             # Current versions move only on a full build; a table that has none yet (a new home after
             # `finhallu stage chunk`) shows its newest version, so `<table>` always exists.
             cur = current.get(name, max(versions))
-            latest = str(store.version_dir(name, cur) / "part-0.parquet")
+            latest = store.part_url(name, cur)
             stmts.append(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_sql_str(latest)})")
             file_list = "[" + ", ".join(_sql_str(f) for f in files) + "]"
             stmts.append(
                 f"CREATE VIEW {name}_all AS SELECT * FROM read_parquet({file_list}, hive_partitioning=true, union_by_name=true)"
             )
-        stmts.append(_json_view("table_versions", store.versions_dir, VERSION_COLUMNS))
-        stmts.append(_json_view("dq_results", self.dq_dir, DQ_COLUMNS))
-        stmts.append(_json_view("builds", self.builds_dir, BUILD_COLUMNS))
-        stmts.append(_json_view("llm_calls", self.llm_dir, LLM_CALL_COLUMNS))
+        stmts.append(_json_view("table_versions", self._json_files(VERSIONS), VERSION_COLUMNS))
+        stmts.append(_json_view("dq_results", self._json_files(DQ_DIR), DQ_COLUMNS))
+        stmts.append(_json_view("builds", self._json_files(BUILDS_DIR), BUILD_COLUMNS))
+        stmts.append(_json_view("llm_calls", self._json_files(LLM_DIR), LLM_CALL_COLUMNS))
         stmts.append(f"CREATE VIEW {HOME_VIEW} AS SELECT {_sql_str(str(self.home.resolve()))} AS home")
 
         self.home.mkdir(parents=True, exist_ok=True)
         # The writer's pid in the name: a sweep removes only temp files of processes that are gone.
         tmp = self.home / f".warehouse.{os.getpid()}.{uuid.uuid4().hex}.duckdb"
         con = duckdb.connect()
+        self.storage.register(con)  # views are bound when created: their files must be readable now
         try:
             # An older storage format keeps the file readable by the `duckdb` CLI analysts have
             # (PyPI's duckdb-cli is 1.5.x; files in the 2.0 format do not open there).
@@ -241,8 +245,12 @@ def _alive(pid: int) -> bool:
 
 
 def connect_readonly(home: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to a home's catalog, re-pointed first if the home was moved."""
+    """A read-only connection to a home's catalog, re-pointed first if the home was moved (or
+    written first on a machine new to a home stored at a URL); a URL home's filesystem is
+    registered on it."""
     catalog = Catalog(Path(home))
-    if catalog.store.catalog_dir.exists() and not catalog.points_here():
+    if catalog.storage.exists("catalog") and (not catalog.db_path.exists() or not catalog.points_here()):
         catalog.refresh_views()
-    return duckdb.connect(str(catalog.db_path), read_only=True)
+    con = duckdb.connect(str(catalog.db_path), read_only=True)
+    catalog.storage.register(con)
+    return con

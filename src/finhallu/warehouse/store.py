@@ -1,6 +1,6 @@
 """Versioned Parquet store: content hashing, atomic publish, version dedup.
 
-Layout under the home folder:
+Layout under the home's storage (its folder, or the URL its storage.json names; warehouse/storage.py):
     tables/<name>/version=<n>/part-0.parquet   published data (immutable once renamed)
     tables/<name>/.tmp-<uuid>/                 in-flight writes, never read, swept on start
     catalog/table_versions/<name>@<n>.json     one manifest record per published version
@@ -15,9 +15,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,7 +22,8 @@ from pathlib import Path
 import polars as pl
 
 import pyarrow.ipc as ipc
-import pyarrow.parquet as pq
+
+from finhallu.warehouse.storage import Storage, atomic_write_bytes, read_parquet, storage_of
 
 
 @dataclass(frozen=True)
@@ -35,7 +33,7 @@ class TableRef:
     name: str
     version: int
     content_hash: str
-    path: str  # absolute path of the version directory
+    path: str  # the version's folder: an absolute path, or a URL for a home stored at one
 
 
 def content_hash(df: pl.DataFrame) -> str:
@@ -50,28 +48,12 @@ def content_hash(df: pl.DataFrame) -> str:
     return hashlib.sha256(sink.getvalue()).hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write a small file so that readers see the old or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False, indent=1, default=str).encode("utf-8"))
+    atomic_write_bytes(path, _json_bytes(obj))
+
+
+def _json_bytes(obj) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, indent=1, default=str).encode("utf-8")
 
 
 def utc_now() -> str:
@@ -81,27 +63,27 @@ def utc_now() -> str:
 class TableStore:
     def __init__(self, home: Path):
         self.home = Path(home).resolve()
-        self.tables_dir = self.home / "tables"
-        self.catalog_dir = self.home / "catalog"
-        self.versions_dir = self.catalog_dir / "table_versions"
-        self.current_path = self.catalog_dir / "current.json"
+        self.storage: Storage = storage_of(self.home)
 
     # ---- manifest -------------------------------------------------------------------
     def records(self, name: str | None = None) -> list[dict]:
-        if not self.versions_dir.exists():
-            return []
         pattern = f"{name}@*.json" if name else "*.json"
-        out = [json.loads(p.read_text("utf-8")) for p in self.versions_dir.glob(pattern)]
+        names = self.storage.names(VERSIONS, pattern)
+        out = [json.loads(self.storage.read_bytes(f"{VERSIONS}/{n}")) for n in names]
         return sorted(out, key=lambda r: (r["name"], r["version"]))
 
     def record(self, name: str, version: int) -> dict | None:
-        p = self.versions_dir / f"{name}@{version}.json"
-        return json.loads(p.read_text("utf-8")) if p.exists() else None
+        rel = f"{VERSIONS}/{name}@{version}.json"
+        try:
+            return json.loads(self.storage.read_bytes(rel))
+        except FileNotFoundError:
+            return None
 
     def current(self) -> dict[str, int]:
-        if not self.current_path.exists():
+        try:
+            return json.loads(self.storage.read_bytes(CURRENT))
+        except FileNotFoundError:
             return {}
-        return json.loads(self.current_path.read_text("utf-8"))
 
     def current_ref(self, name: str) -> TableRef | None:
         version = self.current().get(name)
@@ -115,43 +97,46 @@ class TableStore:
         changed = {r.name: r.version for r in refs if cur.get(r.name) != r.version}
         if changed:
             cur.update(changed)
-            atomic_write_json(self.current_path, dict(sorted(cur.items())))
+            self.storage.write_bytes(CURRENT, _json_bytes(dict(sorted(cur.items()))))
         return bool(changed)
 
     def ref_of_record(self, rec: dict) -> TableRef:
-        return TableRef(rec["name"], rec["version"], rec["content_hash"], str(self.version_dir(rec["name"], rec["version"])))
+        return TableRef(rec["name"], rec["version"], rec["content_hash"], self.version_url(rec["name"], rec["version"]))
 
-    def version_dir(self, name: str, version: int) -> Path:
-        return self.tables_dir / name / f"version={version}"
+    def version_url(self, name: str, version: int) -> str:
+        """The version's folder: a local path, or a URL for a home stored at one."""
+        return self.storage.url(_version_rel(name, version))
+
+    def part_url(self, name: str, version: int) -> str:
+        return self.storage.url(f"{_version_rel(name, version)}/{PART}")
+
+    def _has_part(self, name: str, version: int) -> bool:
+        return self.storage.exists(f"{_version_rel(name, version)}/{PART}")
 
     def is_published(self, ref: TableRef) -> bool:
         rec = self.record(ref.name, ref.version)
         if not rec:
             return False
-        return rec["content_hash"] == ref.content_hash and Path(ref.path, "part-0.parquet").exists()
+        return rec["content_hash"] == ref.content_hash and self._has_part(ref.name, ref.version)
 
     # ---- housekeeping ---------------------------------------------------------------
     def sweep(self) -> list[str]:
         """Remove temp dirs and orphan versions left by killed publishes (call under the home lock)."""
         removed: list[str] = []
-        if not self.tables_dir.exists():
-            return removed
-        for table_dir in self.tables_dir.iterdir():
-            if not table_dir.is_dir():
-                continue
-            for child in table_dir.iterdir():
-                orphan = child.name.startswith(".tmp-")
-                if child.name.startswith("version="):
-                    version = int(child.name.split("=", 1)[1])
-                    orphan = self.record(table_dir.name, version) is None
+        for table in self.storage.folders(TABLES):
+            for child in self.storage.folders(f"{TABLES}/{table}"):
+                orphan = child.startswith(".tmp-")
+                if child.startswith("version="):
+                    orphan = self.record(table, int(child.split("=", 1)[1])) is None
                 if orphan:
-                    shutil.rmtree(child, ignore_errors=True)
-                    removed.append(str(child))
+                    rel = f"{TABLES}/{table}/{child}"
+                    self.storage.remove_tree(rel)
+                    removed.append(self.storage.url(rel))
         return removed
 
     # ---- read / publish -------------------------------------------------------------
     def read(self, ref: TableRef) -> pl.DataFrame:
-        return pl.read_parquet(Path(ref.path) / "part-0.parquet")
+        return read_table(ref)
 
     def publish(
         self,
@@ -167,34 +152,19 @@ class TableStore:
     ) -> TableRef:
         """Publish df as a new version of `name`, or re-use the version holding identical content.
 
-        Order: write temp dir, fsync, rename to version=<n>, fsync, then write the manifest record.
-        The record is the commit point; `current.json` is advanced separately by the caller.
+        Order: write the version's Parquet file (a temp dir renamed into place on a local disk; one
+        object upload on an object store), then the manifest record. The record is the commit point;
+        `current.json` is advanced separately by the caller.
         """
         digest = content_hash(df)
-        for rec in reversed(self.records(name)):
-            if rec["content_hash"] == digest and Path(self.version_dir(name, rec["version"]), "part-0.parquet").exists():
+        records = self.records(name)
+        for rec in reversed(records):
+            if rec["content_hash"] == digest and self._has_part(name, rec["version"]):
                 return self.ref_of_record(rec)
 
-        table_dir = self.tables_dir / name
-        table_dir.mkdir(parents=True, exist_ok=True)
-        versions = [r["version"] for r in self.records(name)]
+        versions = [r["version"] for r in records]
         version = (max(versions) + 1) if versions else 1
-        final = self.version_dir(name, version)
-        if final.exists():  # orphan of a killed publish with this number
-            shutil.rmtree(final)
-
-        tmp = table_dir / f".tmp-{uuid.uuid4().hex}"
-        tmp.mkdir()
-        part = tmp / "part-0.parquet"
-        arrow = df.to_arrow().replace_schema_metadata(None)
-        with open(part, "wb") as fh:
-            pq.write_table(arrow, fh, compression="zstd")
-            fh.flush()
-            os.fsync(fh.fileno())
-        _fsync_dir(tmp)
-        os.rename(tmp, final)
-        _fsync_dir(table_dir)
-
+        self.storage.write_parquet(f"{_version_rel(name, version)}/{PART}", df.to_arrow().replace_schema_metadata(None))
         rec = {
             "name": name,
             "version": version,
@@ -209,5 +179,20 @@ class TableStore:
             "gate": gate,
             **(extra or {}),
         }
-        atomic_write_json(self.versions_dir / f"{name}@{version}.json", rec)
+        self.storage.write_bytes(f"{VERSIONS}/{name}@{version}.json", _json_bytes(rec))
         return self.ref_of_record(rec)
+
+
+TABLES = "tables"
+VERSIONS = "catalog/table_versions"
+CURRENT = "catalog/current.json"
+PART = "part-0.parquet"
+
+
+def _version_rel(name: str, version: int) -> str:
+    return f"{TABLES}/{name}/version={version}"
+
+
+def read_table(ref: TableRef) -> pl.DataFrame:
+    """A published version's rows, wherever its home keeps them."""
+    return read_parquet(f"{ref.path}/{PART}")
