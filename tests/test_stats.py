@@ -108,5 +108,11 @@ def test_bootstrap_counts_keep_each_stratum_size_and_are_seeded():
     np.testing.assert_array_equal(c[:, 10], 1)
     assert (c[:, :7] != 1).any()  # really resampled
     np.testing.assert_array_equal(c, stats.bootstrap_counts(strata, 500, np.random.default_rng(3)))
+    # Stored as small integers (the metrics stage caches one matrix per slice and strata): a sample
+    # is drawn about once per resample, far below uint8's 255.
+    assert c.dtype == np.uint8
+    big = stats.bootstrap_counts(np.array(["a"] * 300), 2000, np.random.default_rng(0))
+    assert big.dtype == np.uint8 and big.max() < 20
+    assert stats.bootstrap_counts(np.zeros(1), 3, np.random.default_rng(0)).dtype == np.uint8
     lo, hi = stats.percentile_interval(np.arange(101.0), 0.9)
     assert (lo, hi) == pytest.approx((5.0, 95.0))

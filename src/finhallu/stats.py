@@ -122,8 +122,12 @@ def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, f
 
 
 def bootstrap_counts(strata: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """(resamples, n) counts: how often each sample occurs in each stratified resample."""
+    """(resamples, n) counts: how often each sample occurs in each stratified resample, in the
+    smallest unsigned integer type that holds them (uint8 in practice: a sample is drawn about once
+    per resample), so a cache of them for every slice costs an eighth of float64; the metrics
+    take them as float weights, whose values are the same."""
     idx = stratified_indices(strata, resamples, rng)
     n = len(strata)
     flat = (np.arange(resamples)[:, None] * n + idx).ravel()
-    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(float)
+    counts = np.bincount(flat, minlength=resamples * n).reshape(resamples, n)
+    return counts.astype(np.min_scalar_type(int(counts.max(initial=0))))
