@@ -33,4 +33,19 @@ def clear_memos() -> int:
         if callable(clear):
             clear()
             emptied += 1
+    release_free_heap()
     return emptied  # their entries hold no cycles: freed at once, no gc pass (0.3 s a stage)
+
+
+def release_free_heap() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim): glibc keeps what a
+    stage freed, so without it a build's RSS stays near the high-water mark of every stage before
+    (4x corpus: 1.31 -> 1.21 GB peak). False where the C library has no malloc_trim (musl, macOS)."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim(0)
+    return True
