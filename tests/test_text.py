@@ -1,6 +1,5 @@
-from decimal import Decimal
-
 import os
+from decimal import Decimal
 
 import pytest
 
