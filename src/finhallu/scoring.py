@@ -54,37 +54,33 @@ def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
 
 
 class Ranking:
-    """Samples sorted by score (descending, stable) with each position's tie group bounds:
-    ROC-AUC and average precision for any weights without re-sorting."""
+    """Samples sorted by score (descending, stable) and cut into tie groups (equal scores): ROC-AUC
+    and average precision for any weights without re-sorting."""
 
     def __init__(self, s: np.ndarray):
         self.order = np.argsort(-s, kind="stable")
         ss = s[self.order]
-        n = len(ss)
-        new_group = np.concatenate([[True], ss[1:] != ss[:-1]])
-        is_end = np.concatenate([ss[1:] != ss[:-1], [True]])
-        self.start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
-        self.end = np.minimum.accumulate(np.where(is_end, np.arange(n), n)[::-1])[::-1]
+        self.group_starts = np.flatnonzero(np.concatenate([[True], ss[1:] != ss[:-1]])) if len(ss) else np.zeros(0, int)
 
-    def _sorted(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _per_group(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positive weight, negative weight) of each tie group, groups by descending score."""
         ws = w[..., self.order]
-        pos = ws * y[self.order]
-        return pos, ws - pos
+        pos = np.add.reduceat(ws * y[self.order], self.group_starts, axis=-1)
+        return pos, np.add.reduceat(ws, self.group_starts, axis=-1) - pos
 
     def roc_and_pr_auc(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """ROC-AUC: P(score of a positive > score of a negative) + half the ties (= sklearn's
         roc_auc_score). PR-AUC: sklearn's average_precision_score, each positive contributing the
         precision at the end of its tie group (everything scored at least as high is predicted
-        positive there). Together: one sort of the weights and two running sums serve both, which
-        matters with a (resamples, n) bootstrap matrix (the metrics stage's largest cost)."""
-        pos, neg = self._sorted(y, w)
+        positive there). Both from the weights summed per tie group, so after one pass over the
+        (resamples, n) bootstrap matrix the work is per group (a rule detector's scores take a few
+        values): the metrics stage's largest cost."""
+        pos, neg = self._per_group(y, w)
         cum_neg, cum_pos = np.cumsum(neg, axis=-1), np.cumsum(pos, axis=-1)
         n_pos, n_neg = cum_pos[..., -1], cum_neg[..., -1]
-        at_end = cum_neg[..., self.end]
-        before = cum_neg[..., self.start] - neg[..., self.start]
-        wins = np.sum(pos * ((n_neg[..., None] - at_end) + 0.5 * (at_end - before)), axis=-1)
-        pos_at_end = cum_pos[..., self.end]
-        precision_at_end = _div(pos_at_end, pos_at_end + at_end)  # weights are counts: the sums are exact
+        # a positive of group g beats the negatives of every later group and ties with its own
+        wins = np.sum(pos * ((n_neg[..., None] - cum_neg) + 0.5 * neg), axis=-1)
+        precision_at_end = _div(cum_pos, cum_pos + cum_neg)  # weights are counts: the sums are exact
         return _div(wins, n_pos * n_neg), _div(np.sum(pos * precision_at_end, axis=-1), n_pos)
 
 
