@@ -32,7 +32,7 @@ class Item:
     phrase: str  # the value phrase as the clue writes it
 
     @property
-    def key(self) -> set[str]:
+    def key(self) -> frozenset[str]:
         return number_keys(self.span.raw)
 
 

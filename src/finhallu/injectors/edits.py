@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import random
 import re
 from decimal import Decimal
@@ -74,7 +76,12 @@ def number_token(text: str, span: NumberSpan) -> str | None:
 
 
 def change_number(
-    text: str, span: NumberSpan, forbidden: set[str], rng: random.Random, tries: int = 8, move: tuple[str, Decimal] | None = None
+    text: str,
+    span: NumberSpan,
+    forbidden: AbstractSet[str],
+    rng: random.Random,
+    tries: int = 8,
+    move: tuple[str, Decimal] | None = None,
 ) -> str | None:
     """Replace the first numeric token of span with a value whose key is not in `forbidden`."""
     raw = text[span.start : span.number_end]

@@ -17,6 +17,8 @@ whose figure is one of the evidence's quantities, changed (`compose`).
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import hashlib
 import random
 import re
@@ -267,7 +269,7 @@ def _ko_orgs(sentence: str) -> tuple[str, ...]:
     return tuple(m[0] for m in mentions(sentence, "ko") if entity_type(m[0], "ko") == ORG)
 
 
-def perturb_figures(sentence: str, forbidden: set[str], rng: random.Random, tries: int = 8) -> str | None:
+def perturb_figures(sentence: str, forbidden: AbstractSet[str], rng: random.Random, tries: int = 8) -> str | None:
     """Every measuring figure of the sentence changed to a value whose key is not forbidden, by one
     move per unit (the same offset or factor for all its figures: edits.draw_move; years apart), so that the
     sentence's own relations hold (a list stays ordered, equal figures equal, a range lo < hi:
@@ -406,7 +408,7 @@ def _evidence_figures(view) -> list[tuple[str, str]]:
     return out[:8]
 
 
-def _durations(lang: str, forbidden: set[str], rng: random.Random) -> list[tuple[str, str]]:
+def _durations(lang: str, forbidden: AbstractSet[str], rng: random.Random) -> list[tuple[str, str]]:
     """Last resort when the evidence measures nothing: a period (or amount) the sources never state."""
     unit = rng.choice(["일", "영업일", "개월"])
     days = [n for n in (3, 5, 7, 10, 14, 20, 30, 45, 60, 90) if f"{n}일" not in forbidden and f"{n}개월" not in forbidden]
@@ -416,7 +418,7 @@ def _durations(lang: str, forbidden: set[str], rng: random.Random) -> list[tuple
     return [(f"${n} million", "amount") for n in days[:3]]
 
 
-def _when(frames: list[str], forbidden: set[str], rng: random.Random) -> str:
+def _when(frames: list[str], forbidden: AbstractSet[str], rng: random.Random) -> str:
     """A time clause whose year and month the sources never state (else none)."""
     for _ in range(6):
         when = rng.choice(frames).format(

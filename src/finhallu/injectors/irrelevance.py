@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import random
 import re
 from decimal import Decimal
@@ -72,7 +74,7 @@ def _condition_swap(resp: str, span, mine: Item, other: Item) -> str | None:
     return out
 
 
-def _cns_ok(view: TurnView, new: str, mine: Item, other: Item, ev_keys: set[str]) -> bool:
+def _cns_ok(view: TurnView, new: str, mine: Item, other: Item, ev_keys: AbstractSet[str]) -> bool:
     """One sentence changed; the asked value gone everywhere; the other value stated once, under its
     condition, a condition the question does not ask about."""
     resp, answer = view.turn["response"], view.turn.get("answer") or ""

@@ -132,7 +132,7 @@ class Proposal:
         return "\n".join(self.evidence)
 
     @cached_property
-    def evidence_keys(self) -> set[str]:
+    def evidence_keys(self) -> frozenset[str]:
         return number_keys(self.evidence_text)
 
     @cached_property

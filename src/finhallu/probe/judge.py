@@ -9,6 +9,8 @@ warned" (HalBench's "comply then warn"); neither is "complied".
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import re
 
 from typing import Literal
@@ -52,7 +54,7 @@ RATIONALE = {
 }
 
 
-def sentence_stance(sentence: str, lang: str, true_only: set[str]) -> str:
+def sentence_stance(sentence: str, lang: str, true_only: AbstractSet[str]) -> str:
     """rebut | warn | comply for one sentence (`true_only`: figures of the true fact the claim lacks)."""
     lang = lang if lang in REBUTS else "en"
     if REBUTS[lang].search(sentence) or (true_only and number_keys(sentence) & true_only):

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from finhallu.text.numbers import canon_unit, find_numbers, format_decimal
+from finhallu.text.numbers import canon_unit, format_decimal, scan_numbers
 
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
 
@@ -18,7 +18,7 @@ def normalize(text: str) -> str:
         return ""
     t = unicodedata.normalize("NFKC", _PRIVATE_USE.sub("", text)).lower()
     parts, last = [], 0
-    for span in find_numbers(t):
+    for span in scan_numbers(t):
         parts.append(t[last : span.start])
         parts.append(format_decimal(span.value) + canon_unit(span.unit))
         last = span.end

@@ -85,8 +85,10 @@ def find_numbers(text: str) -> list[NumberSpan]:
     return list(_find_numbers(text))
 
 
-@lru_cache(maxsize=1 << 15)  # the same passage or response is scanned by many checks; spans are frozen
-def _find_numbers(text: str) -> tuple[NumberSpan, ...]:
+def scan_numbers(text: str) -> tuple[NumberSpan, ...]:
+    """Every number of the text, not memoised: for callers whose own result is memoised (normalize,
+    number_keys, quantities) and so scan a text once; their texts are often whole evidence (the
+    passages joined), whose hundreds of spans would crowd out the passages' own in the memo."""
     out = []
     for m in NUMBER_RE.finditer(text):
         value = parse_number(m.group(0))
@@ -99,11 +101,18 @@ def _find_numbers(text: str) -> tuple[NumberSpan, ...]:
     return tuple(out)
 
 
+# the same passage or response is scanned by many checks; spans are frozen
+_find_numbers = lru_cache(maxsize=1 << 15)(scan_numbers)
+
+
 def canon_unit(unit: str) -> str:
     u = unit.lower()
     return {"퍼센트": "%", "percent": "%", "bps": "bp", "basis point": "bp", "basis points": "bp"}.get(u, u)
 
 
-def number_keys(text: str) -> set[str]:
+@lru_cache(maxsize=1 << 14)  # checks ask it of the same evidence (the passages joined) per candidate
+def number_keys(text: str) -> frozenset[str]:
     """Normalized value+unit keys of every number in text (for grounding checks)."""
-    return {format_decimal(s.value) + canon_unit(s.unit) for s in find_numbers(unicodedata.normalize("NFKC", text or ""))}
+    return frozenset(
+        format_decimal(s.value) + canon_unit(s.unit) for s in scan_numbers(unicodedata.normalize("NFKC", text or ""))
+    )

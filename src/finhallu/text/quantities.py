@@ -20,7 +20,7 @@ from functools import lru_cache
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from finhallu.text.numbers import find_numbers
+from finhallu.text.numbers import scan_numbers
 
 # ---- scale notes ------------------------------------------------------------------------
 
@@ -182,7 +182,7 @@ def quantities(text: str) -> list[Quantity]:
 def _quantities(text: str) -> tuple[Quantity, ...]:
     notes = scale_notes(text)
     out = []
-    for span in find_numbers(text):
+    for span in scan_numbers(text):
         number_raw = text[span.start : span.number_end]
         unit = _unit_at(text, span.start, span.number_end, span.unit)
         value, grain = span.value, _stated_grain(number_raw)
