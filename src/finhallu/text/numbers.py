@@ -110,7 +110,7 @@ def canon_unit(unit: str) -> str:
     return {"퍼센트": "%", "percent": "%", "bps": "bp", "basis point": "bp", "basis points": "bp"}.get(u, u)
 
 
-@lru_cache(maxsize=1 << 14)  # checks ask it of the same evidence (the passages joined) per candidate
+@lru_cache(maxsize=1 << 12)  # checks ask it of the same evidence (the passages joined) per candidate
 def number_keys(text: str) -> frozenset[str]:
     """Normalized value+unit keys of every number in text (for grounding checks)."""
     return frozenset(
