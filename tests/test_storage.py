@@ -34,7 +34,7 @@ def _pub(store: TableStore, name: str, df: pl.DataFrame):
 
 
 def test_a_url_home_keeps_tables_and_records_at_the_url(s3_env, tmp_path, monkeypatch):
-    home = resolve_home("s3://unit-bucket/homes/h1", check=True)  # creates the bucket
+    home = resolve_home("s3://unit-bucket/homes/h1", check="create")  # creates the bucket
     assert home.is_relative_to(tmp_path / "state")
     assert json.loads((home / POINTER).read_text())["url"] == "s3://unit-bucket/homes/h1"
 
@@ -100,3 +100,12 @@ def test_an_unusable_home_url_is_one_line_before_any_work(tmp_path):
     assert "cannot use nosuch://bucket/x: Protocol not known: nosuch" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_reading_a_missing_url_home_creates_nothing(s3_env):
+    # A command that only reads (sql) on a mistyped bucket: one line, and no bucket appears.
+    with pytest.raises(StorageError, match="cannot use s3://no-such-bucket/h: FileNotFoundError: nothing there"):
+        resolve_home("s3://no-such-bucket/h", check="read")
+    assert not _s3().exists("no-such-bucket")
+    resolve_home("s3://made-by-a-build/h", check="create")
+    assert _s3().exists("made-by-a-build")

@@ -907,6 +907,11 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+# Commands that publish tables: on a home at a URL they create its bucket or folder where the
+# filesystem allows (the others only read, and a mistyped bucket must not appear because of them).
+WRITING_COMMANDS = frozenset({"build", "stage", "evaluate", "eval-external", "probe"})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     home = args.home or os.environ.get("FINHALLU_HOME") or ""
@@ -914,7 +919,7 @@ def main(argv: list[str] | None = None) -> int:
         from finhallu.warehouse.storage import StorageError, resolve_home
 
         try:  # reach the URL now: a wrong endpoint, key or bucket is one line before any work
-            args.home_dir = resolve_home(home, check=True)
+            args.home_dir = resolve_home(home, check="create" if args.command in WRITING_COMMANDS else "read")
         except StorageError as exc:
             print(f"finhallu {args.command}: {exc}", file=sys.stderr)
             return 2

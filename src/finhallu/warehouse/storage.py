@@ -198,14 +198,14 @@ class FsspecStorage:
 
         duckdb.register_filesystem(self.fs, connection=con)
 
-    def check(self) -> None:
-        """Reach the URL now (and create its bucket or folder where the filesystem allows): a wrong
-        endpoint, key or bucket is one line before any work, not a traceback after the first stage."""
+    def check(self, create: bool) -> None:
+        """Reach the URL now (creating its bucket or folder when `create` and the filesystem allows):
+        a wrong endpoint, key or bucket is one line before any work, not a traceback later."""
         try:
-            self.fs.makedirs(self.root, exist_ok=True)
-            self.fs.ls(self.root)
-        except FileNotFoundError:
-            pass  # an empty prefix of an object store lists as missing
+            if create:
+                self.fs.makedirs(self.root, exist_ok=True)
+            elif not self.fs.exists(self.root):
+                raise FileNotFoundError("nothing there (build first)")
         except Exception as exc:  # noqa: BLE001 - every backend raises its own errors
             raise StorageError(f"cannot use {self.base}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
 
@@ -223,9 +223,9 @@ def is_url(value: str) -> bool:
     return m is not None and m.group(1).lower() != "file"
 
 
-def resolve_home(value: str | Path, check: bool = False) -> Path:
+def resolve_home(value: str | Path, check: str | None = None) -> Path:
     """The local folder of a home given as a path, a file:// URL or any fsspec URL (whose state
-    folder is created with its `storage.json`). `check` reaches the URL first."""
+    folder is created with its `storage.json`). `check` ("read" or "create") reaches the URL first."""
     text = str(value)
     m = _URL.match(text)
     if not m:
@@ -242,7 +242,7 @@ def resolve_home(value: str | Path, check: bool = False) -> Path:
         raise StorageError(f"cannot use {url}: {' '.join(str(exc).split())}") from None
     storage = FsspecStorage(url)
     if check:
-        storage.check()
+        storage.check(create=check == "create")
     state_root = Path(os.environ.get("FINHALLU_STATE_DIR") or Path.home() / ".cache" / "finhallu" / "homes")
     safe = [re.sub(r"[^\w.-]", "_", part) for part in rest.strip("/").split("/") if part not in ("", ".", "..")]
     state = (state_root / protocol).joinpath(*safe).resolve()
