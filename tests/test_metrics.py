@@ -164,6 +164,26 @@ def _ci(y, p, fn, resamples, confidence, seed, s=None):
     return _bootstrap(y, p, fn, stats.bootstrap_counts(y, resamples, np.random.default_rng(seed)), confidence, s)
 
 
+def test_bootstrap_in_chunks_of_resamples_gives_the_same_intervals(monkeypatch):
+    import finhallu.stages.metrics as metrics_stage
+
+    rng = np.random.default_rng(5)
+    y, p = _noisy(300, rng)
+    s = _scores(rng, y)
+    whole = _ci(y, p, binary_metrics, 400, 0.95, 3, s)
+    calls = []
+    real = binary_metrics
+
+    def counted(*args, w):
+        calls.append(len(w))
+        return real(*args, w=w)
+
+    monkeypatch.setattr(metrics_stage, "BOOTSTRAP_CELLS", 300 * 37)  # 37 resamples at a time, the last 30
+    assert _ci(y, p, counted, 400, 0.95, 3, s) == whole
+    assert calls == [37] * 10 + [30]
+    assert "roc_auc" in whole
+
+
 def test_bootstrap_contains_point_is_reproducible_and_narrows_with_n():
     widths = {}
     for n in (60, 600, 6000):
