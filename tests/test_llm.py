@@ -246,7 +246,7 @@ def test_ledger_totals_and_llm_calls_view(stub, tmp_path):
     total, n = con.execute("SELECT sum(cost_usd), count(*) FROM llm_calls WHERE stage='test'").fetchone()
     assert n == 5 and total == pytest.approx(0.0375)
     con.close()
-    assert KEY not in (cat.llm_dir / "b1__test.jsonl").read_text()
+    assert KEY not in (home / "catalog" / "llm_calls" / "b1__test.jsonl").read_text()
 
 
 def test_missing_key_names_the_role(monkeypatch):
