@@ -22,6 +22,7 @@ manifest record, written after it, stays the commit point, as on a local disk.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -173,8 +174,6 @@ class FsspecStorage:
             return []
 
     def names(self, rel: str, pattern: str = "*") -> list[str]:
-        import fnmatch
-
         names = (e["name"].rstrip("/").rsplit("/", 1)[-1] for e in self._listing(rel))
         return sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
 

@@ -23,7 +23,7 @@ import polars as pl
 
 import pyarrow.ipc as ipc
 
-from finhallu.warehouse.storage import Storage, atomic_write_bytes, read_parquet, storage_of
+from finhallu.warehouse.storage import Storage, read_parquet, storage_of
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,6 @@ def content_hash(df: pl.DataFrame) -> str:
         for batch in table.combine_chunks().to_batches():
             writer.write_batch(batch)
     return hashlib.sha256(sink.getvalue()).hexdigest()
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(path, _json_bytes(obj))
 
 
 def _json_bytes(obj) -> bytes:
