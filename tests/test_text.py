@@ -4,7 +4,8 @@ from decimal import Decimal
 import pytest
 
 from finhallu.text.normalize import contains_normalized, normalize
-from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.numbers import NUMBER_RE, find_numbers, number_keys, number_keys_in
+from finhallu.text.quantities import quantities, states_value, states_value_in
 from finhallu.text.words import content_words, particle
 
 
@@ -126,3 +127,28 @@ def test_released_heap_pages_go_back_to_the_system():
     assert before - freed_only < 20_000, "free() kept most pages (else this test proves nothing)"
     assert freed_only - after > 30_000, (before, freed_only, after)
     assert len(kept) == 235
+
+
+def test_texts_read_apart_never_join_a_figure_across_them():
+    """A turn's passages are read one by one (each memoised): a figure ending one passage and one
+    opening the next stay two figures, and one passage's scale note does not scale the next."""
+    a, b = "총 자산은 1억", "5천만 원의 부채가 있다"
+    joined = a + "\n" + b
+    assert number_keys(joined) == frozenset({"150000000원"})  # what a join reads: one figure
+    assert number_keys_in([a, b]) == number_keys(a) | number_keys(b) == frozenset({"100000000", "50000000원"})
+    assert contains_normalized([a, b], "1억") and contains_normalized([a, b], "부채가 있다")
+    assert not contains_normalized([a, b], "1억5천만")
+    assert not contains_normalized(["매출 15%", "영업이익"], "15% 영업") and contains_normalized(
+        ["매출 15% 영업이익"], "15% 영업"
+    )
+    assert not contains_normalized(["매출 15%"], "5%")
+    note, table = "(단위: 백만원)\n매출 | 1,200", "직원 수 | 1,200"
+    q = quantities("1,200백만원")[0]
+    assert states_value(note + "\n" + table, q)  # joined, the note scales the other passage's head count too
+    assert states_value_in([note, table], q) and not states_value_in([table], q)
+
+
+def test_number_pattern_skips_to_digits_without_changing_matches():
+    text = "2023년 매출 1억 5천만 원, 영업이익률 16.2 %, $1.2 billion; v2.5, 12,345.6 and 3,000억"
+    spans = [m.group(0) for m in NUMBER_RE.finditer(text)]
+    assert spans == ["2023", "1억 5천만", "16.2", "1.2 billion", "2.5", "12,345.6", "3,000억"]

@@ -12,14 +12,11 @@ from finhallu.injectors.verify import Proposal, char_swap, pair_in
 from finhallu.dialogue.assistant import OPENERS
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.sentences import split_sentences
-from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.numbers import find_numbers, number_keys, number_keys_in
 
 
-def _evidence_keys(view: TurnView) -> set[str]:
-    keys: set[str] = set()
-    for text in view.evidence:
-        keys |= number_keys(text)
-    return keys
+def _evidence_keys(view: TurnView) -> frozenset[str]:
+    return number_keys_in(view.evidence)
 
 
 def number_error(view: TurnView, rng: random.Random) -> Injected | None:
@@ -37,7 +34,7 @@ def number_error(view: TurnView, rng: random.Random) -> Injected | None:
     return None
 
 
-def _supported(evidence: str, text: str, start: int, end: int) -> bool:
+def _supported(evidence: list[str], text: str, start: int, end: int) -> bool:
     """Whether the evidence still states the edited sentence (its discourse opener aside), or the
     edited clause of it when that clause is a statement of its own (four words or more)."""
     lo = 0
@@ -60,8 +57,7 @@ def _swap(view: TurnView, lexicon: dict, subtype: str) -> Injected | None:
     """Swap one lexicon entry; the first candidate whose edited sentence the evidence does not
     state (else it is no contradiction) and that reads well (see edits.swap_first)."""
     resp = view.turn["response"]
-    evidence = "\n".join(view.evidence)
-    out = swap_first(resp, lexicon[view.lang], view.lang, accept=lambda new, a, b: not _supported(evidence, new, a, b))
+    out = swap_first(resp, lexicon[view.lang], view.lang, accept=lambda new, a, b: not _supported(view.evidence, new, a, b))
     if not out:
         return None
     new, old, repl = out
@@ -75,7 +71,7 @@ def inconsistency(view: TurnView, rng: random.Random) -> Injected | None:
         return None
     resp = view.turn["response"]
     said_text = "\n".join(t["response"] for t in view.history)
-    said = number_keys(said_text)
+    said = number_keys_in(t["response"] for t in view.history)
     forbidden = number_keys(view.history_text) | _evidence_keys(view)
     # Prefer the reconfirmed answer itself over incidental numbers ("1인당").
     answer_keys = number_keys(view.turn.get("answer") or "")
@@ -95,7 +91,7 @@ def _restated(view: TurnView) -> int:
     """How many of the response's numbers and lexicon terms the assistant already stated."""
     said = "\n".join(t["response"] for t in view.history)
     resp = view.turn["response"]
-    return len(number_keys(resp) & number_keys(said)) + sum(
+    return len(number_keys(resp) & number_keys_in(t["response"] for t in view.history)) + sum(
         1 for a, _ in TERMS[view.lang] + MODIFIERS[view.lang] if a in resp and a in said
     )
 
@@ -145,7 +141,7 @@ def _accept_entity_error(p: Proposal) -> tuple[bool, str]:
     if not swap or not swap[0].strip() or not swap[1].strip() or re.search(r"\d", swap[0] + swap[1]):
         return False, "not a single entity swap"
     changed = p.new_sentences
-    unsupported = bool(changed) and not any(contains_normalized(p.evidence_text, s) for s in changed)
+    unsupported = bool(changed) and not any(contains_normalized(p.evidence, s) for s in changed)
     return unsupported, f"entity swapped: {swap[0]!r} -> {swap[1]!r}"
 
 

@@ -231,6 +231,7 @@ class EntityInventory:
     vectors: np.ndarray
     index: dict[str, int] = field(default_factory=dict)
     embed: Callable[[list[str]], np.ndarray] | None = None
+    _by_type: dict[str, list[int]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, texts: list[str], lang: str, embedder=None) -> "EntityInventory":
@@ -253,6 +254,14 @@ class EntityInventory:
     def in_response(self, text: str) -> list[tuple[str, int, int]]:
         return [m for m in mentions(text, self.lang) if m[0] in self.index]
 
+    def _of_type(self, entity_type: str) -> list[int]:
+        """Indices of the entities of a type, in name order (asked for every perturbed turn)."""
+        if self._by_type is None:
+            self._by_type = {}
+            for j, t in enumerate(self.types):
+                self._by_type.setdefault(t, []).append(j)
+        return self._by_type.get(entity_type, [])
+
     def same_type(self, name: str) -> list[str]:
         t = self.types[self.index[name]]
         return [n for n, tt in zip(self.names, self.types) if tt == t and n != name]
@@ -260,9 +269,7 @@ class EntityInventory:
     def nearest_with_noise(self, name: str, rng: random.Random, sigma: float, exclude: set[str]) -> str | None:
         """Gaussian noise (norm ~ sigma) on the entity's unit vector; the nearest other same-type entity."""
         i = self.index[name]
-        cands = [
-            j for j, (n, t) in enumerate(zip(self.names, self.types)) if t == self.types[i] and n != name and n not in exclude
-        ]
+        cands = [j for j in self._of_type(self.types[i]) if j != i and self.names[j] not in exclude]
         if not cands:
             return None
         dim = self.vectors.shape[1]
@@ -347,7 +354,6 @@ def perturb(
         return None
     (name, start, end), how = select_mention(view, found, selection, rng)
     in_response = {m[0] for m in found}
-    evidence = "\n".join(view.evidence)
     if strategy == "instructed":
         cands = [c for c in inv.same_type(name) if c not in in_response]
         cands = sorted(cands, key=lambda c: rng.random())[:max_candidates]
@@ -369,6 +375,6 @@ def perturb(
     if not new_resp or new_resp == resp or not new:
         return None
     changed = next((s for s in split_sentences(new_resp) if new in s), new_resp)
-    if contains_normalized(evidence, changed) or normalize(new) == normalize(name):
+    if contains_normalized(view.evidence, changed) or normalize(new) == normalize(name):
         return None  # the evidence states the edited sentence too: no contradiction
     return Injected("entity_error", new_resp, f"{name} -> {new}", strategy=f"{strategy}/{how}")

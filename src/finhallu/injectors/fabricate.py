@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 
 import hashlib
+import itertools
 import random
 import re
 from dataclasses import dataclass, field
@@ -27,9 +28,9 @@ from functools import lru_cache
 
 from finhallu.injectors.edits import change_number, draw_move, impossible_date, is_year, malformed_numeral, number_token
 from finhallu.text.normalize import contains_normalized, normalize
-from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.numbers import find_numbers, number_keys, number_keys_in
 from finhallu.text.phrases import topic_of
-from finhallu.text.quantities import quantities, states_value
+from finhallu.text.quantities import quantities, states_value_in
 from finhallu.text.sentences import split_sentences
 from finhallu.text.words import content_words, particle
 
@@ -198,15 +199,20 @@ def rank_donors(claims: list[Claim], view, k: int) -> list[str]:
             scored.append((-shared, _tie(c.text, str(view.turn.get("turn_id"))), c))
     scored.sort(key=lambda x: x[:2])
     restated = _restatement_checker(view)
-    return [c.text for _, _, c in scored if not restated(c.words)][:k]
+    return list(itertools.islice((c.text for _, _, c in scored if not restated(c.words)), k))
+
+
+@lru_cache(maxsize=1 << 14)  # a passage is in many turns' contexts
+def _sentence_words(text: str) -> tuple[frozenset[str], ...]:
+    """The content words of each sentence of a text that has any."""
+    return tuple(w for w in (_words(s) for s in split_sentences(text)) if w)
 
 
 def _restatement_checker(view):
     """Whether a claim's words mostly repeat one sentence of the evidence, history or response:
     such a claim with other figures would contradict that sentence instead of adding to it."""
     texts = view.evidence + [view.history_text, view.turn.get("response") or ""]
-    sets = [_words(s) for t in texts for s in split_sentences(t)]
-    sets = [s for s in sets if s]
+    sets = [w for t in texts for w in _sentence_words(t)]
 
     def restated(words: frozenset[str]) -> bool:
         return bool(words) and any(len(words & s) / len(words) >= 0.6 for s in sets)
@@ -217,11 +223,10 @@ def _restatement_checker(view):
 # ---- turning a donor into a fabricated detail ----------------------------------------------------
 
 
-def _sources(view) -> str:
+def _sources(view) -> list[str]:
+    """What the turn's reader has: its passages, the history, the question and the response."""
     t = view.turn
-    return "\n".join(
-        view.evidence + [view.history_text, t.get("query") or "", t.get("standalone_query") or "", t.get("response") or ""]
-    )
+    return view.evidence + [view.history_text, t.get("query") or "", t.get("standalone_query") or "", t.get("response") or ""]
 
 
 _EN_GENERIC = {
@@ -255,7 +260,7 @@ _EN_GENERIC = {
 def _names_ok(sentence: str, view, lang: str) -> bool:
     """No proper name the turn never mentions: another filer's or institution's claim would drift off
     the dialogue's subject (Korean names are checked as organisations, English as capitalised words)."""
-    known = _sources(view)
+    known = "\n".join(_sources(view))
     if lang == "en":
         names = re.findall(r"(?<!^)(?<![.:] )\b[A-Z][a-z]+(?:\s[A-Z][a-z]+)*", sentence)
         return all(n in known or n in _EN_GENERIC for n in names)
@@ -302,15 +307,15 @@ def unsupported(sentence: str, view) -> bool:
     """The sentence states a figure the evidence, history and question lack, and is not itself in
     the evidence."""
     sources = _sources(view)
-    if contains_normalized("\n".join(view.evidence), sentence):
+    if contains_normalized(view.evidence, sentence):
         return False
-    return any(not states_value(sources, q) for q in quantities(sentence))
+    return any(not states_value_in(sources, q) for q in quantities(sentence))
 
 
 def from_donor(donor: str, view, rng: random.Random) -> str | None:
     if not _names_ok(donor, view, view.lang):
         return None
-    forbidden = number_keys(_sources(view)) | number_keys(donor)
+    forbidden = number_keys_in(_sources(view)) | number_keys(donor)
     new = perturb_figures(donor, forbidden, rng)
     if new is None or impossible_date(new, donor) or malformed_numeral(new, donor) or not unsupported(new, view):
         return None
@@ -392,7 +397,7 @@ _FAMILY = {
 def _evidence_figures(view) -> list[tuple[str, str]]:
     """(figure with a changed value, unit family) for the evidence's measured quantities, the gold
     passage first; a bare number counts only as a dollar amount."""
-    forbidden = number_keys(_sources(view))
+    forbidden = number_keys_in(_sources(view))
     out = []
     for text in ([view.gold_text] if view.gold_text else []) + view.evidence:
         for span in find_numbers(text or ""):
@@ -434,7 +439,7 @@ def _when(frames: list[str], forbidden: AbstractSet[str], rng: random.Random) ->
 
 def compose(view, rng: random.Random) -> str | None:
     topic = topic_of(view.turn.get("standalone_query") or view.turn.get("query") or "", view.lang)
-    forbidden = number_keys(_sources(view))
+    forbidden = number_keys_in(_sources(view))
     figures = _evidence_figures(view)
     rng.shuffle(figures)
     figures += _durations(view.lang, forbidden, rng)

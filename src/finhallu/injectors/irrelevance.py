@@ -24,7 +24,7 @@ from finhallu.injectors.conditions import (
 )
 from finhallu.text.words import fix_particle
 from finhallu.injectors.verify import Proposal
-from finhallu.text.numbers import canon_unit, find_numbers, number_keys
+from finhallu.text.numbers import canon_unit, find_numbers, number_keys, number_keys_in
 from finhallu.text.sentences import split_sentences
 
 
@@ -107,7 +107,7 @@ def condition_not_satisfied(view: TurnView, rng: random.Random) -> Injected | No
     if not answer_keys:
         return None
     lists = list_items(clue) + table_items(clue, view.gold_text)
-    ev_keys = number_keys("\n".join(list(view.evidence) + [clue]))
+    ev_keys = number_keys_in([*view.evidence, clue])
     for span in find_numbers(resp):
         key = number_keys(span.raw)
         if not span.unit or not key or not (key & answer_keys):

@@ -78,14 +78,14 @@ def _accept_fabricated_detail(p: Proposal) -> tuple[bool, str]:
     unsupported = [
         s
         for s in p.new_sentences
-        if not contains_normalized(p.evidence_text, s) and (number_keys(s) - p.evidence_keys or not content_words(s))
+        if not contains_normalized(p.evidence, s) and (number_keys(s) - p.evidence_keys or not content_words(s))
     ]
     return bool(unsupported), "adds a specific detail the evidence lacks"
 
 
 def _accept_subjective_opinion(p: Proposal) -> tuple[bool, str]:
     return (
-        any(OPINION_MARKERS.search(s) and not contains_normalized(p.evidence_text, s) for s in p.new_sentences),
+        any(OPINION_MARKERS.search(s) and not contains_normalized(p.evidence, s) for s in p.new_sentences),
         "adds an opinion",
     )
 

@@ -20,7 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from finhallu.text.normalize import contains_normalized
-from finhallu.text.numbers import find_numbers, number_keys
+from finhallu.text.numbers import find_numbers, number_keys, number_keys_in
 from finhallu.text.sentences import split_sentences
 from finhallu.text.words import broken_particle
 
@@ -42,18 +42,22 @@ def _levenshtein(a, b) -> int:
     return int(prev[-1])
 
 
-def edit_distance(a: str, b: str) -> tuple[int, int]:
-    """(character, word) Levenshtein distance between two responses."""
-    a, b = a or "", b or ""
-    # trim the common prefix and suffix first: minimal edits leave a tiny middle
+def _trimmed(a, b):
+    """a and b without their common prefix and suffix (which leave the edit distance as it is):
+    minimal edits leave a tiny middle."""
     p = 0
     while p < min(len(a), len(b)) and a[p] == b[p]:
         p += 1
     s = 0
     while s < min(len(a), len(b)) - p and a[-1 - s] == b[-1 - s]:
         s += 1
-    chars = _levenshtein(a[p : len(a) - s], b[p : len(b) - s])
-    return chars, _levenshtein(a.split(), b.split())
+    return a[p : len(a) - s], b[p : len(b) - s]
+
+
+def edit_distance(a: str, b: str) -> tuple[int, int]:
+    """(character, word) Levenshtein distance between two responses."""
+    a, b = a or "", b or ""
+    return _levenshtein(*_trimmed(a, b)), _levenshtein(*_trimmed(a.split(), b.split()))
 
 
 def word_diff(a: str, b: str, context: int = 0) -> list[tuple[str, str]]:
@@ -133,7 +137,7 @@ class Proposal:
 
     @cached_property
     def evidence_keys(self) -> frozenset[str]:
-        return number_keys(self.evidence_text)
+        return number_keys_in(self.evidence)
 
     @cached_property
     def added_keys(self) -> set[str]:

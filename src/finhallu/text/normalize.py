@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+from typing import Sequence
 
 from finhallu.text.numbers import canon_unit, format_decimal, scan_numbers
 
@@ -28,15 +29,18 @@ def normalize(text: str) -> str:
     return re.sub(r"[\"'`“”‘’·,]", "", t)
 
 
-def contains_normalized(haystack: str | None, needle: str | None) -> bool:
+def contains_normalized(haystack: str | Sequence[str] | None, needle: str | None) -> bool:
     """Needle in haystack after normalization; a number never matches inside a longer number
-    ("5%" is not in "15%", "2개월" not in "12개월")."""
+    ("5%" is not in "15%", "2개월" not in "12개월"). A haystack of several texts (a turn's passages)
+    reads as their join, each text normalized on its own (memoised per text: a passage recurs in
+    many turns' contexts) and kept apart by a line break, which no normalized text holds: neither a
+    figure nor a phrase is read across two texts."""
     if not haystack or not needle:
         return False
     n = normalize(needle).rstrip(".")
     if not n:
         return False
-    h = normalize(haystack)
+    h = normalize(haystack) if isinstance(haystack, str) else "\n".join(normalize(t) for t in haystack)
     if not (n[0].isdigit() or n[-1].isdigit()):
         return n in h
     # not after a digit, nor after a decimal point ("2.5%" holds no "5%"); a sentence-ending "." is fine

@@ -19,6 +19,7 @@ import re
 from functools import lru_cache
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import Iterable
 
 from finhallu.text.numbers import scan_numbers
 
@@ -205,6 +206,12 @@ def _quantities(text: str) -> tuple[Quantity, ...]:
             value, stated = -value, -stated
         out.append(Quantity(text[span.start : span.end], span.start, span.end, value, unit, grain, scaled, stated))
     return tuple(out)
+
+
+def states_value_in(texts: Iterable[str], q: Quantity) -> bool:
+    """`states_value` of any one of several texts (a turn's passages, its history): each read with
+    its own scale notes (a "단위: 백만원" line scales its own table, not the next passage)."""
+    return any(states_value(t, q) for t in texts)
 
 
 def states_value(text: str, q: Quantity, ignore_sign: bool = True, unknown_scale: bool = False) -> bool:

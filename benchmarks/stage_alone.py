@@ -1,0 +1,77 @@
+"""One stage alone on a built home's current input tables: seconds, peak RSS, an output content
+hash (to show a speed change left the output as it was), and optionally a cProfile of the run.
+
+Outside Prefect and without gates or publishing: the stage function as `execute_stage` calls it,
+with the home's caches (embeddings, FAISS indexes, LLM calls) as a build would find them.
+
+    .venv/bin/python benchmarks/stage_alone.py HOME STAGE [--profile demo|PATH] [--cprofile N]
+
+HOME: a home a build has filled (e.g. one `benchmarks/scale.py --keep DIR` left).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import io
+import pstats
+import resource
+import time
+from pathlib import Path
+
+from finhallu.config import load_config
+from finhallu.llm.runtime import LLMRuntime, use_runtime
+from finhallu.stages.pipeline import STAGES_BY_NAME
+from finhallu.warehouse import Catalog
+
+
+def frame_hash(frame) -> str:
+    """Content hash of a frame: its rows in order (the detectors' code hashes included)."""
+    h = hashlib.sha256()
+    for col in frame.columns:
+        h.update(col.encode() + b"\0")
+        h.update(frame[col].hash(seed=0).to_numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("home", type=Path)
+    ap.add_argument("stage", choices=sorted(STAGES_BY_NAME))
+    ap.add_argument("--profile", default="demo", help="the profile the home was built with")
+    ap.add_argument("--cprofile", type=int, default=0, help="print the N costliest functions (cumulative)")
+    args = ap.parse_args()
+    stage = STAGES_BY_NAME[args.stage]
+    cfg = load_config(args.profile)
+    catalog = Catalog(args.home)
+    refs = {name: catalog.store.current_ref(name) for name in stage.inputs}
+    missing = [n for n, r in refs.items() if r is None]
+    if missing:
+        raise SystemExit(f"{args.home}: no published {', '.join(missing)}; build the home first")
+    frames = {name: catalog.store.read(ref) for name, ref in refs.items() if ref is not None}
+    ctx = stage.context(cfg, input_hashes={n: r.content_hash for n, r in refs.items() if r}, cache_dir=args.home / "cache")
+    runtime = LLMRuntime.for_home(args.home, cfg.llm, stage.name)
+    prof = cProfile.Profile() if args.cprofile else None
+    t0 = time.perf_counter()
+    with use_runtime(runtime):
+        if prof:
+            prof.enable()
+        outputs = stage.run(frames, ctx)
+        if prof:
+            prof.disable()
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(
+        f"{stage.name}: {seconds:.1f} s, peak RSS {peak / 2**30:.2f} GB (inputs {sum(f.estimated_size() for f in frames.values()) / 2**30:.2f} GB)"
+    )
+    for name, frame in outputs.items():
+        print(f"  {name}: {frame.height} rows, content {frame_hash(frame)}")
+    if prof:
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.cprofile)
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
