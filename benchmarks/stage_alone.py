@@ -27,9 +27,12 @@ from finhallu.warehouse import Catalog
 
 
 def frame_hash(frame) -> str:
-    """Content hash of a frame: its rows in order (the detectors' code hashes included)."""
+    """Content hash of a frame: its rows in order, but for code versions (`*_version` columns: the
+    detectors' code hashes change with any edit of their modules, the outputs need not)."""
     h = hashlib.sha256()
     for col in frame.columns:
+        if col.endswith("_version"):
+            continue
         h.update(col.encode() + b"\0")
         h.update(frame[col].hash(seed=0).to_numpy().tobytes())
     return h.hexdigest()[:16]

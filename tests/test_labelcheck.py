@@ -163,6 +163,23 @@ def test_fluent_text_passes(text):
     assert fluency_issues(text, "ko") == []
 
 
+def test_fluency_read_in_one_batch_finds_what_one_at_a_time_finds():
+    from finhallu.labelcheck import fluency
+
+    texts = [
+        "연소득이 1억 원을 이하하면 신청할 수 있습니다.",
+        "만 19세 이상이면 가입할 수 있습니다",
+        "가입 후 3개월 이내하면 해지할 수 있습니다.",
+    ]
+    fluency.clear_memo()
+    alone = [fluency_issues(t, "ko") for t in texts]
+    fluency.clear_memo()
+    fluency.prefetch(texts)
+    assert set(fluency._BOUND_FOUND) == set(texts)  # analysed by the batch, not again by the checks
+    assert [fluency_issues(t, "ko") for t in texts] == alone
+    assert [bool(issues) for issues in alone] == [True, False, True]
+
+
 def test_english_fluency():
     assert any("article" in i for i in fluency_issues("Net sales saw a increase of 5%.", "en"))
     for ok in ("Net sales saw an increase of 5%.", "Series A equity and a unit of account.", "a one-time charge"):

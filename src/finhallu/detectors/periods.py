@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from finhallu.text.quantities import Quantity, quantities
 
@@ -65,12 +66,16 @@ class Misplaced:
     stated: frozenset[str]  # the years of the places the evidence states it
 
 
+@lru_cache(maxsize=1 << 14)  # a passage is evidence for many responses
+def _places(text: str) -> tuple[tuple[Quantity, frozenset[str]], ...]:
+    """Each figure a text states, with the years of its place (its clause, its table column)."""
+    return tuple((e, years(_clause(text, e.start, e.end)) | _column_years(text, e.start)) for e in quantities(text))
+
+
 def misplaced_figures(response: str, evidence: list[str]) -> list[Misplaced]:
     """Response figures the evidence states (at any scale, text/quantities) only for years the answer
     does not name."""
-    places: list[tuple[Quantity, frozenset[str]]] = [
-        (e, years(_clause(text, e.start, e.end)) | _column_years(text, e.start)) for text in evidence for e in quantities(text)
-    ]
+    places = [place for text in evidence for place in _places(text)]
     out = []
     for q in quantities(response):
         if _is_year(q.raw) or q.unit in ("%", "%p", "bps"):  # a rate repeats across years by nature

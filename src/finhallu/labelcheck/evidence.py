@@ -7,9 +7,10 @@ from __future__ import annotations
 import difflib
 import re
 from decimal import Decimal
+from typing import Sequence
 
 from finhallu.text.normalize import contains_normalized, normalize
-from finhallu.text.quantities import Quantity, quantities, states_value
+from finhallu.text.quantities import Quantity, quantities, states_value, states_value_in
 from finhallu.text.sentences import split_sentences
 from finhallu.text.words import content_word_set, content_words
 
@@ -97,9 +98,10 @@ def holds_clue(text: str, clue: str, share: float = 0.8) -> bool:
     return len(words) >= 3 and len(words & content_word_set(text)) / len(words) >= share
 
 
-def unsupported_figures(text: str, sources: str) -> list[Quantity]:
-    """Figures of text (years included) that no source states."""
-    return [q for q in quantities(text) if not states_value(sources, q)]
+def unsupported_figures(text: str, sources: Sequence[str]) -> list[Quantity]:
+    """Figures of text (years included) that no source states (each source read with its own scale
+    notes)."""
+    return [q for q in quantities(text) if not states_value_in(sources, q)]
 
 
 def derivable(answer: str, text: str) -> bool:

@@ -6,9 +6,10 @@ Each check names what it found, so injection QC can record why a sample was drop
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 from finhallu.text.quantities import impossible_dates
-from finhallu.text.sentences import tokenize_korean
+from finhallu.text.sentences import tokenize_korean, tokenize_korean_many
 from finhallu.text.words import has_final_consonant
 
 # Nouns of comparison and bound take 이다, never 하다: "이하이면", not "이하하면" (초과하다 is a verb).
@@ -35,9 +36,32 @@ def _repeated_span(text: str) -> str | None:
     return m.group(0) if m and not m.group(1).isdigit() else None
 
 
-def _bound_noun_verbs(text: str) -> list[str]:
+_BOUND_FOUND: dict[str, tuple[str, ...]] = {}  # per text: Kiwi's analysis is the costly part of a check
+
+
+def clear_memo() -> None:
+    _BOUND_FOUND.clear()
+
+
+def prefetch(texts: Iterable[str]) -> None:
+    """Analyse many Korean texts known ahead (a stage's injected responses) in one Kiwi batch (its
+    worker threads, outside the GIL); the checks then find them."""
+    todo = [t for t in dict.fromkeys(texts) if t and t not in _BOUND_FOUND]
+    for text, toks in zip(todo, tokenize_korean_many(todo)):
+        _BOUND_FOUND[text] = _bound_in(text, toks)
+
+
+def _bound_noun_verbs(text: str) -> tuple[str, ...]:
     """Kiwi analysis: a bound noun (이하, 미만, ...) directly followed by the 하 of 하다."""
-    toks = tokenize_korean(text)
+    found = _BOUND_FOUND.get(text)
+    if found is None:
+        if len(_BOUND_FOUND) >= 50_000:  # a long-lived process between stages' clear_memos
+            _BOUND_FOUND.clear()
+        found = _BOUND_FOUND[text] = _bound_in(text, tokenize_korean(text))
+    return found
+
+
+def _bound_in(text: str, toks) -> tuple[str, ...]:
     out = []
     for i, (prev, tok) in enumerate(zip(toks, toks[1:])):
         if (
@@ -49,7 +73,7 @@ def _bound_noun_verbs(text: str) -> list[str]:
             if prev.form == "이상" and not (i and toks[i - 1].tag in _FIGURE_TAGS):
                 continue
             out.append(text[prev.start : tok.start + tok.len + 2].strip())
-    return out
+    return tuple(out)
 
 
 def fluency_issues(text: str, lang: str) -> list[str]:

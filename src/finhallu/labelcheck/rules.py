@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 from finhallu.registry import Registry
@@ -28,7 +29,7 @@ from finhallu.labelcheck.evidence import (
     unsupported_figures,
 )
 from finhallu.text.normalize import contains_normalized, normalize
-from finhallu.text.quantities import quantities, states_value
+from finhallu.text.quantities import quantities, states_value, states_value_in
 from finhallu.text.sentences import split_sentences
 from finhallu.text.words import strip_particle
 
@@ -44,14 +45,19 @@ class Case:
     clue: str | None
     lang: str
 
-    @property
+    @cached_property
     def context(self) -> str:
         return "\n".join(self.evidence)
 
-    @property
+    @cached_property
     def sources(self) -> str:
         """Everything a faithful response may draw on."""
         return "\n".join([self.context, self.history, self.question])
+
+    @property
+    def source_texts(self) -> list[str]:
+        """The sources one by one (figures are read within one of them, each text's own memo)."""
+        return [*self.evidence, self.history, self.question]
 
     @property
     def checkable_answer(self) -> bool:
@@ -117,7 +123,7 @@ def _faithful(c: Case) -> list[str]:
         out.append("a refusal, not an answer")
     if not _answers(c):
         out.append("does not state the asked answer")
-    bad = unsupported_figures(c.response, c.sources)
+    bad = unsupported_figures(c.response, c.source_texts)
     if bad:
         out.append(f"figures not in the sources: {[q.raw for q in bad][:3]}")
     weak = [s for s in split_sentences(c.response) if coverage(s, c.sources) < 0.5]
@@ -239,7 +245,7 @@ def _number_error(c: Case) -> list[str]:
     same_kind = [q for q in added if ("money" if q.unit in ("KRW", "USD") else q.unit) in families or not q.unit]
     if not same_kind:
         return ["the new figure is not the same kind of quantity"]
-    stated = [q.raw for q in same_kind if states_value(c.sources, q)]
+    stated = [q.raw for q in same_kind if states_value_in(c.source_texts, q)]
     return [f"the new figure is stated by the sources: {stated[:2]}"] if stated else []
 
 
@@ -365,7 +371,9 @@ def _entity(c: Case) -> list[str]:
 
 
 def _added_unsupported(c: Case) -> list[str]:
-    return [s for s in new_sentences(c.paired, c.response) if unsupported_figures(s, c.sources) or coverage(s, c.sources) < 0.5]
+    return [
+        s for s in new_sentences(c.paired, c.response) if unsupported_figures(s, c.source_texts) or coverage(s, c.sources) < 0.5
+    ]
 
 
 @acceptance(

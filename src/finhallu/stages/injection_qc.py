@@ -17,7 +17,7 @@ from finhallu.llm.parallel import map_items
 from finhallu.injectors import find_leaf
 from finhallu.schemas.rows import InjectionQcRow
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
-from finhallu.labelcheck import leaf, verify_inputs
+from finhallu.labelcheck import FAITHFUL_LABELS, fluency, leaf, verify_inputs
 from finhallu.injectors.verify import edit_distance, naturalness, verify_label
 from pydantic import Field
 from finhallu.schemas.section import Section
@@ -134,6 +134,9 @@ def run(inputs: Frames, ctx: StageContext[InjectionQCConfig]) -> Frames:
             )
         )
         checks += _verifier_calls(inj, turn, evidence, hist, lang)
+    if cfg.verify_labels and llm.is_offline("label_verifier"):
+        # its fluency check reads each Korean hallucinated response with Kiwi: in one batch first
+        fluency.prefetch(c["response"] for c in checks if c["lang"] == "ko" and c["label"] not in FAITHFUL_LABELS)
     # The judge and the label verifier read the same injections apart: both passes at once.
     passes = [
         lambda: llm.call_many("injection_judge", "judge_injection", calls),
