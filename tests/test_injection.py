@@ -718,6 +718,31 @@ def test_edit_distance_counts_characters_and_words():
     assert edit_distance(long_a, long_b) == (1, 1)
 
 
+def test_edit_distance_trimming_shared_ends_keeps_the_distance():
+    """Both distances drop the common prefix and suffix first (characters and words): the same
+    result as the full dynamic programme, on random edits of a sentence."""
+    import random
+
+    from finhallu.injectors.verify import _levenshtein
+
+    rng = random.Random(7)
+    words = "매출 영업이익 1억 원 증가 감소 the revenue rose fell by 5%".split()
+    for _ in range(200):
+        a = [rng.choice(words) for _ in range(rng.randint(0, 12))]
+        b = list(a)
+        for _ in range(rng.randint(0, 3)):
+            op = rng.random()
+            i = rng.randint(0, len(b))
+            if op < 0.4 and b:
+                b[min(i, len(b) - 1)] = rng.choice(words)
+            elif op < 0.7:
+                b.insert(i, rng.choice(words))
+            elif b:
+                del b[min(i, len(b) - 1)]
+        sa, sb = " ".join(a), " ".join(b)
+        assert edit_distance(sa, sb) == (_levenshtein(sa, sb), _levenshtein(sa.split(), sb.split()))
+
+
 def test_injection_judge_rates_appropriateness_and_naturalness():
     from finhallu.stages.injection_qc import judge_injection
 
