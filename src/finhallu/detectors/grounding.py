@@ -331,8 +331,8 @@ def named_entities(text: str) -> list[str]:
 
 
 def absent(items: list[str], evidence: list[str]) -> list[str]:
-    joined = "\n".join(evidence)
-    return [x for x in items if not contains_normalized(joined, x)]
+    """Items no evidence text holds (each text normalised once, however many samples it serves)."""
+    return [x for x in items if not contains_normalized(evidence, x)] if items else []
 
 
 # ---- modifier flips -----------------------------------------------------------------------------

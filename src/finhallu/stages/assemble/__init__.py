@@ -115,10 +115,20 @@ def build_samples(inputs: Frames) -> pl.DataFrame:
 _PUNCT_TAGS = ("SF", "SP", "SS", "SE", "SO", "SW")
 
 
+_MORPHEMES: dict[str, int] = {}  # per text: a pair's two samples share the query; "all" and each split ask again
+
+
+def clear_memo() -> None:
+    _MORPHEMES.clear()
+
+
 def morpheme_counts(texts: list[str]) -> list[int]:
-    """Kiwi morphemes per text, punctuation excluded (Table 2 counts Korean length in morphemes)."""
-    analysed = sentences.tokenize_korean_many(texts)
-    return [sum(1 for t in toks if not t.tag.startswith(_PUNCT_TAGS)) for toks in analysed]
+    """Kiwi morphemes per text, punctuation excluded (Table 2 counts Korean length in morphemes);
+    each distinct text analysed once, those not seen yet in one batch."""
+    todo = [t for t in dict.fromkeys(texts) if t not in _MORPHEMES]
+    for text, toks in zip(todo, sentences.tokenize_korean_many(todo)):
+        _MORPHEMES[text] = sum(1 for t in toks if not t.tag.startswith(_PUNCT_TAGS))
+    return [_MORPHEMES[t] for t in texts]
 
 
 def _mean(col: pl.Series) -> float:

@@ -18,6 +18,7 @@ prints them for any home.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import cast
 
 import numpy as np
@@ -33,9 +34,18 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", " ", text or "").strip()
 
 
+_squash_passage = lru_cache(maxsize=1 << 14)(_squash)  # a passage is in many samples' contexts
+
+
+def _context(passages: list[str]) -> str:
+    """The passages' text with every whitespace run one space: `_squash` of their join, each passage
+    squashed once."""
+    return " ".join(s for s in map(_squash_passage, passages) if s)
+
+
 def not_verbatim(response: str, passages: list[str]) -> bool:
     """Some sentence of the response is not copied verbatim from the passages."""
-    context = _squash("\n".join(passages))
+    context = _context(passages)
     sents = [_squash(s) for s in split_sentences(response or "")]
     return any(s and s not in context for s in sents)
 
@@ -63,7 +73,7 @@ def copied_share(sentence: str, context: str) -> float:
 
 def not_near_copy(response: str, passages: list[str]) -> bool:
     """Some sentence of the response is not (nearly) copied from one place of the passages."""
-    context = _squash("\n".join(passages))
+    context = _context(passages)
     return any(copied_share(_squash(s), context) < NEAR_COPY_SHARE for s in split_sentences(response or "") if s.strip())
 
 
