@@ -273,7 +273,8 @@ class EntityInventory:
         if not cands:
             return None
         dim = self.vectors.shape[1]
-        noise = np.array([rng.gauss(0.0, sigma / np.sqrt(dim)) for _ in range(dim)], dtype=np.float32)
+        scale = sigma / np.sqrt(dim)  # once, not per draw (numpy scalar arithmetic: ~1 µs a time)
+        noise = np.array([rng.gauss(0.0, scale) for _ in range(dim)], dtype=np.float32)
         probe = self.vectors[i] + noise
         scores = self.vectors[cands] @ probe
         best = int(np.argmax(scores))  # first maximum: deterministic ties

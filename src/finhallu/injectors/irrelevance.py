@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 
 import random
+from functools import lru_cache
 import re
 from decimal import Decimal
 from itertools import combinations, permutations
@@ -218,17 +219,20 @@ def question_misunderstanding(view: TurnView, rng: random.Random) -> Injected | 
     return None
 
 
+@lru_cache(maxsize=1 << 14)  # a passage is in many turns' contexts
+def _statements(text: str) -> tuple[str, ...]:
+    """The text's standalone statements, as an answer states its clue (no leading connective, no
+    list lead-in, no table row)."""
+    sents = [clean_sentence(s) for s in split_sentences(text)]
+    return tuple(s for s in sents if "|" not in s and 20 <= len(s) <= 200 and not is_lead_in(s))
+
+
 def _drift_sentences(text: str, view: TurnView) -> list[str]:
     answer, clue = view.turn.get("answer") or "", view.turn.get("clue_text")
-    # standalone statements, as an answer states its clue (no leading connective, no list lead-in)
-    sents = [clean_sentence(s) for s in split_sentences(text)]
     return [
         s
-        for s in sents
-        if "|" not in s
-        and 20 <= len(s) <= 200
-        and not is_lead_in(s)
-        and not contains_normalized(s, answer)
+        for s in _statements(text)
+        if not contains_normalized(s, answer)
         and not contains_normalized(s, clue)
         and not contains_normalized(view.turn["response"], s)
     ]

@@ -118,7 +118,7 @@ def said_before(answer: str | None, clue: str | None, responses: list[str]) -> b
     so that asking it would make the user re-ask what they were told."""
     ans = (answer or "").strip()
     needle = clue if ans in ("예", "네", "아니오", "아니요", "Yes", "No", "yes", "no") else ans
-    return len((needle or "").strip()) >= 2 and any(contains_normalized(r, needle) for r in responses)
+    return len((needle or "").strip()) >= 2 and contains_normalized(responses, needle)
 
 
 class _Dialogue:
