@@ -61,12 +61,19 @@ def test_stage_rule_institution_in_two_splits_fails():
 
 def test_referential_integrity_against_parent():
     passages = pl.DataFrame(
-        {"passage_id": ["p1"], "model": ["m"], "dim": [2], "vector": [[0.1, 0.2]]},
+        {"passage_id": ["p1", "p3"], "model": ["m", "m"], "dim": [2, 2], "vector": [[0.1, 0.2], [0.3, 0.4]]},
         schema_overrides={"vector": pl.List(pl.Float32)},
     )
-    parents = {"passages": pl.DataFrame({"passage_id": ["p2"]})}
+    parents = {"passages": pl.DataFrame({"passage_id": ["p2", "p3"]})}
     res = run_gate("embeddings", CONTRACTS["embeddings"].conform(passages), parents)
-    assert any("references passages.passage_id" in (r["detail"] or "") for r in res.failed)
+    (bad,) = [r for r in res.failed if "references passages.passage_id" in (r["detail"] or "")]
+    # reported under the referencing column, with the offending row only
+    assert bad["column_name"] == "passage_id" and bad["unexpected_count"] == 1
+    assert '"p1"' in bad["sample"] and '"p3"' not in bad["sample"]
+    ok = run_gate(
+        "embeddings", CONTRACTS["embeddings"].conform(passages), {"passages": pl.DataFrame({"passage_id": ["p1", "p3"]})}
+    )
+    assert ok.ok and any("references passages.passage_id" in (r["detail"] or "") for r in ok.rows)
 
 
 def test_expectation_that_raises_is_an_error_not_bad_data():

@@ -118,12 +118,33 @@ def contract_expectations(contract: Contract, parents: dict[str, pl.DataFrame]) 
         exps.append(gxe.ExpectCompoundColumnsToBeUnique(column_list=key_cols))
     for col, values in contract.allowed.items():
         exps.append(gxe.ExpectColumnValuesToBeInSet(column=col, value_set=list(values() if callable(values) else values)))
-    for col, target in contract.parents.items():
-        table, pcol = target.split(".")
-        if table in parents:
-            keys = parents[table][pcol].drop_nulls().unique().to_list()
-            exps.append(gxe.ExpectColumnValuesToBeInSet(column=col, value_set=keys, meta={"rule": f"references {target}"}))
     return exps
+
+
+_REF = "__references__"  # prefix of the derived membership columns
+
+
+def reference_frame(contract: Contract, df: pl.DataFrame, parents: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, list]:
+    """Referential integrity as GX expectations over a derived frame: per referencing column, whether
+    each value (nulls aside, as GX's own in-set check has it) is a key of the parent table, the
+    membership computed by polars. Passing the parent's keys to GX as a value set instead cost time
+    in proportion to the set (~15 s for turn_id at 3,000 documents): a third of a build's gating."""
+    import great_expectations.expectations as gxe
+
+    refs = {col: target for col, target in contract.parents.items() if target.split(".")[0] in parents}
+    if not refs:
+        return pl.DataFrame(), []
+    flags = []
+    for col, target in refs.items():
+        table, pcol = target.split(".")
+        keys = parents[table][pcol].drop_nulls().unique()
+        flags.append((pl.col(col).is_in(pl.lit(keys.implode())) | pl.col(col).is_null()).alias(_REF + col))
+    frame = df.select(*dict.fromkeys([*contract.key, *refs])).with_columns(flags)
+    exps = [
+        gxe.ExpectColumnValuesToBeInSet(column=_REF + col, value_set=[True], meta={"rule": f"references {target}"})
+        for col, target in refs.items()
+    ]
+    return frame, exps
 
 
 def _exception(info) -> str | None:
@@ -197,6 +218,12 @@ def run_gate(table: str, df: pl.DataFrame, parents: dict[str, pl.DataFrame], rul
     contract = CONTRACTS[table]
     result = GateResult(table)
     result.rows += _validate(df, contract_expectations(contract, parents), f"{table}.contract", list(contract.key))
+    refs, ref_exps = reference_frame(contract, df, parents)
+    if ref_exps:
+        ref_rows = _validate(refs, ref_exps, f"{table}.contract", list(dict.fromkeys([*contract.key, *contract.parents])))
+        for row in ref_rows:  # reported under the referencing column
+            row["column_name"] = (row["column_name"] or "").removeprefix(_REF) or None
+        result.rows += ref_rows
     for rule in rules:
         import great_expectations.expectations as gxe
 
