@@ -76,6 +76,16 @@ def test_referential_integrity_against_parent():
     assert ok.ok and any("references passages.passage_id" in (r["detail"] or "") for r in ok.rows)
 
 
+def test_reference_that_cannot_be_checked_is_an_error_not_a_pass():
+    passages = pl.DataFrame(
+        {"passage_id": ["p1"], "model": ["m"], "dim": [2], "vector": [[0.1, 0.2]]},
+        schema_overrides={"vector": pl.List(pl.Float32)},
+    )
+    parents = {"passages": pl.DataFrame({"passage_id": [1]})}  # keys of another type than the column
+    res = run_gate("embeddings", CONTRACTS["embeddings"].conform(passages), parents)
+    assert res.outcome == "error" and any(r["expectation"] == "references" for r in res.errored)
+
+
 def test_expectation_that_raises_is_an_error_not_bad_data():
     df = pl.DataFrame({"a": [1, 2]})
     rows = gate_mod._validate(df, [gxe.ExpectColumnValuesToBeUnique(column="no_such_column")], "t", [])
