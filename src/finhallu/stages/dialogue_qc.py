@@ -89,9 +89,14 @@ def _body(response: str, lang: str) -> str:
     return text
 
 
-def _unsupported(response: str, support: str, lang: str) -> list[str]:
-    """Numbers and sentences of the response that the supporting text does not hold."""
-    out = [f"states {k} absent from the gold passage" for k in sorted(number_keys(response) - number_keys(support))]
+def _unsupported_numbers(response: str, support: str) -> list[str]:
+    """Numbers of the response that the supporting text does not hold."""
+    return [f"states {k} absent from the gold passage" for k in sorted(number_keys(response) - number_keys(support))]
+
+
+def _unsupported_sentences(response: str, support: list[str], lang: str) -> list[str]:
+    """Sentences of the response most of whose content words the supporting texts do not hold."""
+    out = []
     for sent in split_sentences(_body(response, lang)):
         words = content_words(sent)
         if len(words) >= 3:
@@ -191,8 +196,8 @@ def _correctness(turns: list[dict], lang: str, reasons: list[str]) -> float:
             # An answer may restate the question's own terms ("예금자보호 한도는 1억 원입니다."): they
             # support its words, never its numbers (a figure must come from the passage).
             question = t.get("standalone_query") or t.get("query") or ""
-            flaws += [f for f in _unsupported(resp, support + "\n" + question, lang) if not f.startswith("states ")]
-            flaws += [f for f in _unsupported(resp, support, lang) if f.startswith("states ")]
+            flaws += _unsupported_sentences(resp, [support, question], lang)
+            flaws += _unsupported_numbers(resp, support)
         correct.append(not flaws)
         reasons += [f"correctness: turn {t['turn_index']} {f}" for f in flaws]
     return sum(correct) / len(correct)
