@@ -4,7 +4,7 @@ hash (to show a speed change left the output as it was), and optionally a cProfi
 Outside Prefect and without gates or publishing: the stage function as `execute_stage` calls it,
 with the home's caches (embeddings, FAISS indexes, LLM calls) as a build would find them.
 
-    .venv/bin/python benchmarks/stage_alone.py HOME STAGE [--profile demo|PATH] [--cprofile N]
+    .venv/bin/python benchmarks/stage_alone.py HOME STAGE [--profile demo|PATH] [--cprofile N] [--tracemalloc N]
 
 HOME: a home a build has filled (e.g. one `benchmarks/scale.py --keep DIR` left).
 """
@@ -18,6 +18,7 @@ import io
 import pstats
 import resource
 import time
+import tracemalloc
 from pathlib import Path
 
 from finhallu.config import load_config
@@ -44,6 +45,13 @@ def main() -> None:
     ap.add_argument("stage", choices=sorted(STAGES_BY_NAME))
     ap.add_argument("--profile", default="demo", help="the profile the home was built with")
     ap.add_argument("--cprofile", type=int, default=0, help="print the N costliest functions (cumulative)")
+    ap.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the N source lines holding the most memory when the stage returns (slows the run 2-3x)",
+    )
     args = ap.parse_args()
     stage = STAGES_BY_NAME[args.stage]
     cfg = load_config(args.profile)
@@ -56,6 +64,8 @@ def main() -> None:
     ctx = stage.context(cfg, input_hashes={n: r.content_hash for n, r in refs.items() if r}, cache_dir=args.home / "cache")
     runtime = LLMRuntime.for_home(args.home, cfg.llm, stage.name)
     prof = cProfile.Profile() if args.cprofile else None
+    if args.tracemalloc:
+        tracemalloc.start(1)
     t0 = time.perf_counter()
     with use_runtime(runtime):
         if prof:
@@ -64,12 +74,18 @@ def main() -> None:
         if prof:
             prof.disable()
     seconds = time.perf_counter() - t0
+    held = tracemalloc.take_snapshot() if args.tracemalloc else None  # the stage's memos still live
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(
         f"{stage.name}: {seconds:.1f} s, peak RSS {peak / 2**30:.2f} GB (inputs {sum(f.estimated_size() for f in frames.values()) / 2**30:.2f} GB)"
     )
     for name, frame in outputs.items():
         print(f"  {name}: {frame.height} rows, content {frame_hash(frame)}")
+    if held is not None:
+        traced, traced_peak = tracemalloc.get_traced_memory()
+        print(f"Python heap (tracemalloc): {traced / 2**30:.2f} GB held at the end, peak {traced_peak / 2**30:.2f} GB")
+        for stat in held.statistics("lineno")[: args.tracemalloc]:
+            print(f"  {stat.size / 2**20:8.1f} MB {stat.count:9d} blocks  {stat.traceback[0]}")
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.cprofile)

@@ -99,6 +99,20 @@ def test_helped_hurt_counts_changes_from_baseline_to_condition():
     assert imp.test.p_value == stats.mcnemar(base, cond).p_value
 
 
+def test_bootstrap_counts_equal_counting_the_whole_index_matrix(monkeypatch):
+    """Counting block by block (bounded memory) draws what `stratified_indices` draws, whatever the cut."""
+    strata = np.random.default_rng(1).choice(["a", "b", "c", "d"], size=997, p=[0.5, 0.3, 0.15, 0.05])
+
+    def counted(resamples: int, seed: int) -> np.ndarray:
+        idx = stats.stratified_indices(strata, resamples, np.random.default_rng(seed))
+        flat = (np.arange(resamples)[:, None] * len(strata) + idx).ravel()
+        return np.bincount(flat, minlength=resamples * len(strata)).reshape(resamples, len(strata))
+
+    for cells in (1, 7, 1000, 1 << 21):  # a row per block, blocks of odd sizes, everything at once
+        monkeypatch.setattr(stats, "COUNT_CHUNK_CELLS", cells)
+        np.testing.assert_array_equal(stats.bootstrap_counts(strata, 301, np.random.default_rng(9)), counted(301, 9))
+
+
 def test_bootstrap_counts_keep_each_stratum_size_and_are_seeded():
     strata = np.array(["a"] * 7 + ["b"] * 3 + ["c"] * 1)
     c = stats.bootstrap_counts(strata, 500, np.random.default_rng(3))
