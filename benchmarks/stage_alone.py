@@ -17,6 +17,7 @@ import hashlib
 import io
 import pstats
 import resource
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -37,6 +38,28 @@ def frame_hash(frame) -> str:
         h.update(col.encode() + b"\0")
         h.update(frame[col].hash(seed=0).to_numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+class PeakSnapshot(threading.Thread):
+    """Takes a tracemalloc snapshot whenever the traced heap first passes 1.1x the level of the last
+    one, so the last snapshot shows what the heap held within 10 % of its peak."""
+
+    def __init__(self, every_s: float = 0.25):
+        super().__init__(daemon=True)
+        self.every_s, self.level, self.snapshot = every_s, 0, None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.every_s):
+            current, _ = tracemalloc.get_traced_memory()
+            if current > max(self.level * 1.1, 32 << 20):
+                self.snapshot, self.level = tracemalloc.take_snapshot(), current
+
+
+def show_heap(title: str, snapshot, top: int) -> None:
+    print(title)
+    for stat in snapshot.statistics("lineno")[:top]:
+        print(f"  {stat.size / 2**20:8.1f} MB {stat.count:9d} blocks  {stat.traceback[0]}")
 
 
 def main() -> None:
@@ -64,8 +87,10 @@ def main() -> None:
     ctx = stage.context(cfg, input_hashes={n: r.content_hash for n, r in refs.items() if r}, cache_dir=args.home / "cache")
     runtime = LLMRuntime.for_home(args.home, cfg.llm, stage.name)
     prof = cProfile.Profile() if args.cprofile else None
-    if args.tracemalloc:
+    watcher = PeakSnapshot() if args.tracemalloc else None
+    if watcher:
         tracemalloc.start(1)
+        watcher.start()
     t0 = time.perf_counter()
     with use_runtime(runtime):
         if prof:
@@ -74,18 +99,21 @@ def main() -> None:
         if prof:
             prof.disable()
     seconds = time.perf_counter() - t0
-    held = tracemalloc.take_snapshot() if args.tracemalloc else None  # the stage's memos still live
+    held = tracemalloc.take_snapshot() if watcher else None  # the stage's memos still live
+    if watcher:
+        watcher.done.set()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(
         f"{stage.name}: {seconds:.1f} s, peak RSS {peak / 2**30:.2f} GB (inputs {sum(f.estimated_size() for f in frames.values()) / 2**30:.2f} GB)"
     )
     for name, frame in outputs.items():
         print(f"  {name}: {frame.height} rows, content {frame_hash(frame)}")
-    if held is not None:
+    if watcher and held is not None:
         traced, traced_peak = tracemalloc.get_traced_memory()
         print(f"Python heap (tracemalloc): {traced / 2**30:.2f} GB held at the end, peak {traced_peak / 2**30:.2f} GB")
-        for stat in held.statistics("lineno")[: args.tracemalloc]:
-            print(f"  {stat.size / 2**20:8.1f} MB {stat.count:9d} blocks  {stat.traceback[0]}")
+        if watcher.snapshot is not None:
+            show_heap(f"-- near the peak ({watcher.level / 2**30:.2f} GB traced)", watcher.snapshot, args.tracemalloc)
+        show_heap("-- at the end", held, args.tracemalloc)
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.cprofile)

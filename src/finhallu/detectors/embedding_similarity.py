@@ -56,9 +56,16 @@ def detect(samples: list[dict], params: dict, ctx=None) -> list[Detection]:
     if params["aggregate"] not in AGGREGATES:
         raise ValueError(f"embedding_similarity: aggregate must be one of {sorted(AGGREGATES)}, got {params['aggregate']!r}")
     emb = _embedder(params["embedder"], params["model"])
-    lines = {i: context_lines(s, params["use_history"]) for i, s in enumerate(samples)}
-    texts = sorted({ln for v in lines.values() for ln in v} | {s.get("response") or "" for s in samples})
-    index = {t: j for j, t in enumerate(texts)}
+    # Each sample's context lines as positions in one table of distinct texts: a passage's lines,
+    # split anew for every sample it is evidence for, were held once per sample.
+    first_seen: dict[str, int] = {}
+    lines = [[first_seen.setdefault(ln, len(first_seen)) for ln in context_lines(s, params["use_history"])] for s in samples]
+    for s in samples:
+        first_seen.setdefault(s.get("response") or "", len(first_seen))
+    texts = sorted(first_seen)  # encoded in sorted order, as always (a batching embedder's batches)
+    position = np.empty(len(texts), dtype=np.int64)  # first-seen id -> row of `vectors`
+    for row, text in enumerate(texts):
+        position[first_seen[text]] = row
     vectors = emb.encode(texts) if texts else np.zeros((0, 1), np.float32)
     out = []
     for i, s in enumerate(samples):
@@ -70,7 +77,7 @@ def detect(samples: list[dict], params: dict, ctx=None) -> list[Detection]:
         if not lines[i]:
             out.append(Detection(1.0, "hallucinated", "hallucination", "unverifiable", "no context lines to compare with"))
             continue
-        sims = vectors[[index[ln] for ln in lines[i]]] @ vectors[index[response]]
+        sims = vectors[position[lines[i]]] @ vectors[position[first_seen[response]]]
         agg = {k: float(fn(sims)) for k, fn in AGGREGATES.items()}
         value = agg[params["aggregate"]]
         score = float(np.clip(1.0 - value, 0.0, 1.0))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from finhallu.schemas.rows import DetectionsRow
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
+from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, shared_rows
 from finhallu.detectors import DetectorContext, base_name, canonical_json, get_detector
 from pydantic import Field, field_validator
 from finhallu.schemas.section import Section
@@ -62,7 +62,7 @@ def run_detectors(
     samples: pl.DataFrame, detectors: dict[str, dict], eval_id: str, ctx: DetectorContext | None = None, progress=None
 ) -> pl.DataFrame:
     ctx = ctx or DetectorContext()
-    items = list(samples.iter_rows(named=True))
+    items = list(shared_rows(samples))
     plan = []
     for name, overrides in detectors.items():  # validate every configuration before running any
         det = get_detector(base_name(name))
