@@ -13,12 +13,15 @@ def test_server_outlives_its_idle_time_while_a_client_holds_it(tmp_path, monkeyp
     home.mkdir()
     api = HomeAPI(home).ensure()
     try:
+        assert api.booting  # started here, not yet seen answering
         url = api.url(timeout=300)  # boot may be slow on a busy machine; idle time has not started
+        assert not api.booting
         pid = api._process.pid
         time.sleep(4)  # several idle periods: the client's shared lock keeps it up
         assert _healthy(url, timeout=5)
         # a second client finds the same server
         other = HomeAPI(home).ensure()
+        assert not other.booting
         assert other.url() == url
         other.release()
         assert _healthy(url, timeout=5)
@@ -77,3 +80,26 @@ def test_a_new_home_starts_from_the_first_servers_pristine_run_database(tmp_path
         stop_home_api(second)
     monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://db/prefect")
     assert template_db() is None  # runs kept elsewhere: no SQLite template
+
+
+def test_a_build_does_its_preparation_while_a_server_it_started_boots(tmp_path, monkeypatch):
+    """`ready(while_booting=...)` runs the work when the command started the home's server (the wait
+    would be idle), and not when it found one warm."""
+    from finhallu.cli import prefect_api
+    from finhallu.service.local_api import stop_home_api
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("FINHALLU_API_IDLE_S", "600")
+    home = tmp_path / "home"
+    home.mkdir()
+    done: list[str] = []
+    try:
+        with prefect_api(home) as ready:
+            ready(while_booting=lambda: done.append("first"))
+        url = os.environ.pop("PREFECT_API_URL")  # set by ready(); the next command finds the server by its home
+        with prefect_api(home) as ready:  # warm now: nothing to wait for
+            ready(while_booting=lambda: done.append("second"))
+        assert done == ["first"]
+        assert os.environ["PREFECT_API_URL"] == url
+    finally:
+        stop_home_api(home)

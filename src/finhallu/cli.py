@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     import duckdb
@@ -76,10 +76,14 @@ def prefect_api(home: Path):
             api = HomeAPI(home).ensure()
     with contextlib.ExitStack() as settings:
 
-        def ready() -> None:
-            """Runs report to the warm API from here on (called once the caller has imported the flows)."""
+        def ready(while_booting: Callable[[], object] | None = None) -> None:
+            """Runs report to the warm API from here on (called once the caller has imported the flows).
+            `while_booting`: work the run needs anyway, done while a server started now boots
+            (the wait is ~4 s of an idle process otherwise)."""
             if api is None:
                 return
+            if while_booting is not None and api.booting:
+                while_booting()
             url = api.url()
             os.environ["PREFECT_API_URL"] = url
             if "prefect" in sys.modules:
@@ -307,6 +311,7 @@ def _build(args, cfg, ready, runner) -> int:
 
     from finhallu.flows.build import run_build
     from finhallu.llm.errors import LLMError, MissingKeyError
+    from finhallu.schemas.gate import prepare_gates
     from finhallu.progress import set_reporter
     from finhallu.warehouse.lock import HomeBusy
 
@@ -320,7 +325,7 @@ def _build(args, cfg, ready, runner) -> int:
         refresh = temporary_settings(updates={PREFECT_TASKS_REFRESH_CACHE: True})
     console = Console(stderr=True)
     quiet_llm_stops()
-    ready()
+    ready(while_booting=prepare_gates)  # Great Expectations' import and context: ~4.5 s a build needs anyway
     columns = [SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         with refresh, Progress(*columns, console=console, transient=False, disable=args.json) as progress:

@@ -91,6 +91,12 @@ def _gx():
         return _ctx_cache["ctx"], _ctx_cache["batch"]
 
 
+def prepare_gates() -> None:
+    """Import Great Expectations and make its context now (a build does while its API server boots),
+    not at the first gate."""
+    _gx()
+
+
 def _value_type(dtype: pl.DataType) -> str | None:
     if isinstance(dtype, pl.List):
         return "list"

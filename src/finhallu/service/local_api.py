@@ -189,6 +189,11 @@ class HomeAPI:
         self._pending = f"http://127.0.0.1:{port}/api"
         return self
 
+    @property
+    def booting(self) -> bool:
+        """Whether ensure() started a server that has not yet been seen answering."""
+        return self._url is None and self._process is not None
+
     def url(self, timeout: float = 90.0) -> str:
         if self._url:
             return self._url
