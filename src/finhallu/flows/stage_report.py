@@ -1,6 +1,6 @@
 """What one stage did, for the people watching the run: an INFO line in the Prefect run log and a
 keyed markdown artifact per stage (`stage-<name>`, so the UI keeps its history across builds):
-rows in and out, time and rows/s, the gate outcome with the failing expectations, QC drops by
+rows in and out, time and rows/s, resident memory, the gate outcome with the failing expectations, QC drops by
 reason, and the stage's LLM calls."""
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def summary_markdown(
     gate_rows: dict[str, list[dict]],
     llm: list[dict],
     estimate: dict | None = None,
+    memory: str | None = None,
 ) -> str:
     gates = {n: not any(r["outcome"] != "passed" for r in rows) for n, rows in gate_rows.items()}
     lines = [
@@ -53,6 +54,7 @@ def summary_markdown(
         "",
         summary_line(stage, rows_in, {n: d.height for n, d in outputs.items()}, seconds, gates),
         "",
+        *([memory, ""] if memory else []),
         "| table | rows | gate | failing expectations |",
         "|---|---|---|---|",
     ]
@@ -93,8 +95,10 @@ def publish_stage_summary(
     gate_rows: dict[str, list[dict]],
     llm: list[dict],
     estimate: dict | None = None,
+    memory: str | None = None,
 ) -> None:
-    """The INFO line and the `stage-<name>` artifact, inside a Prefect run (nothing outside one)."""
+    """The INFO line and the `stage-<name>` artifact, inside a Prefect run (nothing outside one).
+    `memory`: the stage's resident-memory line (flows/rss.py), when measured."""
     try:
         from prefect.context import get_run_context
         from prefect.logging import get_run_logger
@@ -106,10 +110,11 @@ def publish_stage_summary(
 
     rows_in = {n: df.height for n, df in frames.items()}
     gates = {n: not any(r["outcome"] != "passed" for r in rows) for n, rows in gate_rows.items()}
-    get_run_logger().info(summary_line(stage, rows_in, {n: d.height for n, d in outputs.items()}, seconds, gates))
+    line = summary_line(stage, rows_in, {n: d.height for n, d in outputs.items()}, seconds, gates)
+    get_run_logger().info(line + (f"; {memory}" if memory else ""))
     try:
         create_markdown_artifact(
-            summary_markdown(stage, rows_in, outputs, seconds, gate_rows, llm, estimate),
+            summary_markdown(stage, rows_in, outputs, seconds, gate_rows, llm, estimate, memory),
             key=f"stage-{stage.replace('_', '-')}",
             description=f"what stage {stage} did",
         )

@@ -18,6 +18,7 @@ from finhallu.config import BuildConfig, canonical_hash
 from finhallu.estimate import saved_stage_estimate
 from finhallu.fanout import current_fanout
 from finhallu.memos import clear_memos
+from finhallu.flows.rss import RssWatch
 from finhallu.flows.stage_report import publish_stage_summary
 from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
@@ -87,6 +88,13 @@ def execute_stage(
     """Run one stage end to end; publishes only if every output passes its gate."""
     stage = STAGES_BY_NAME[stage_name]
     clear_memos()  # the previous stage's per-text memos: a build holds one stage's, not every stage's
+    with RssWatch() as memory:
+        return _execute(stage, inputs, cfg, home, build_id, flow_run_id, memory)
+
+
+def _execute(
+    stage, inputs: dict[str, TableRef], cfg: BuildConfig, home: str, build_id: str, flow_run_id: str | None, memory: RssWatch
+):
     started = time.perf_counter()
     catalog = Catalog(Path(home))
     frames = {name: catalog.store.read(ref) for name, ref in inputs.items()}
@@ -136,6 +144,7 @@ def execute_stage(
         {n: r.rows for n, r in gated.results.items()},
         llm_summary,
         saved_stage_estimate(Path(home), cfg.hash(), stage.name),
+        memory.line(),  # up to the gates (the stage's work); publishing writes what is already held
     )
     return publish_gated(catalog, gated, list(inputs.values()), build_id, flow_run_id)
 
