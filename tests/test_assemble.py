@@ -394,7 +394,7 @@ def injected():
         frames["passages"].with_columns(split=pl.lit("train"), lang=pl.lit("ko"), source=pl.lit("aihub"))
     )
     negs = [
-        {"seed_id": s, "passage_id": p, "candidate_rank": i + 1, "is_hard_negative": True}
+        {"seed_id": s, "passage_id": p, "candidate_rank": i + 1, "is_hard_negative": True, "judge": "rules"}
         for s in ("s1", "s2", "s3")
         for i, p in enumerate(["pF0", "pF1", "pF2"])
     ]

@@ -103,7 +103,7 @@ def _frames() -> dict[str, pl.DataFrame]:
             for r, p in enumerate(order)
         ]
     negs = [
-        {"seed_id": "s4", "passage_id": p, "candidate_rank": i + 1, "is_hard_negative": True}
+        {"seed_id": "s4", "passage_id": p, "candidate_rank": i + 1, "is_hard_negative": True, "judge": "rules"}
         for i, p in enumerate(["pB", "pF0", "pF1", "pF2"])
     ]
     return {
