@@ -109,3 +109,30 @@ def test_typed_rows_are_generated_from_the_contracts():
         assert list(row.__annotations__) == list(contract.columns), name
         nullable = {c for c, t in row.__annotations__.items() if "None" in str(t)}
         assert nullable == set(contract.columns) - set(contract.key) - set(contract.not_null), name
+
+
+def test_rows_built_column_by_column_equal_polars_reading_the_rows():
+    """typed_rows_frame (flat Arrow arrays for lists of structs) builds the frame polars builds from
+    the dicts: empty lists stay empty, a null list stays null, a missing field is null, typed as the schema."""
+    import polars as pl
+
+    from finhallu.stages.base import typed_rows_frame
+
+    schema = {
+        "id": pl.String,
+        "n": pl.Int64,
+        "history": pl.List(pl.Struct({"role": pl.String, "content": pl.String})),
+        "passages": pl.List(pl.Struct({"passage_id": pl.String, "rank": pl.Int32})),
+    }
+    rows = [
+        {"id": "b", "n": 2, "history": [], "passages": [{"passage_id": "p1", "rank": 1}, {"passage_id": "p2", "rank": None}]},
+        {"id": "a", "n": None, "history": [{"role": "user", "content": "q"}], "passages": None},
+        {"id": "c", "n": 3, "history": [{"role": "user"}, {"role": "assistant", "content": "r"}], "passages": []},
+    ]
+    built = typed_rows_frame(rows, schema, "id")
+    assert built.schema == pl.Schema(schema)
+    expected = pl.DataFrame(rows, schema=schema).sort("id")
+    assert built.equals(expected)
+    assert built["passages"].to_list() == [None, [{"passage_id": "p1", "rank": 1}, {"passage_id": "p2", "rank": None}], []]
+    assert built["history"].to_list()[2] == [{"role": "user", "content": None}, {"role": "assistant", "content": "r"}]
+    assert typed_rows_frame([], schema, "id").height == 0

@@ -10,7 +10,8 @@ from __future__ import annotations
 import polars as pl
 
 from finhallu.schemas.rows import DetectionsRow
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, shared_rows
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame, shared_rows
 from finhallu.detectors import DetectorContext, base_name, canonical_json, get_detector
 from pydantic import Field, field_validator
 from finhallu.schemas.section import Section
@@ -99,7 +100,7 @@ def run_detectors(
             )
         if progress:
             progress(done, len(plan))
-    return rows_frame(rows, ["detector", "sample_id"])
+    return typed_rows_frame(rows, CONTRACTS["detections"].columns, ["detector", "sample_id"])
 
 
 def run(inputs: Frames, ctx: StageContext[DetectConfig]) -> Frames:

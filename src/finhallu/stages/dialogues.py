@@ -26,7 +26,8 @@ from finhallu.llm.router import LLMRouter
 from finhallu.dialogue import assistant, user  # noqa: F401  (register the operations)
 from finhallu.schemas.rules import Rule
 from finhallu.schemas.rows import ContextEntry, DialoguesRow, HardNegativesRow, RetrievalsRow, TurnsRow
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, typed_rows
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame, typed_rows
 from finhallu.text.normalize import contains_normalized
 from pydantic import Field, model_validator
 from finhallu.schemas.section import Section
@@ -324,7 +325,10 @@ def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
                 "has_reconfirm": any(t["reconfirms_turn"] is not None for t in realised),
             }
         )
-    return {"dialogues": rows_frame(dialogues, "dialogue_id"), "turns": rows_frame(turns, ["dialogue_id", "turn_index"])}
+    return {
+        "dialogues": typed_rows_frame(dialogues, CONTRACTS["dialogues"].columns, "dialogue_id"),
+        "turns": typed_rows_frame(turns, CONTRACTS["turns"].columns, ["dialogue_id", "turn_index"]),
+    }
 
 
 def _user_query(it: dict, lang: str, tseed: int, llm: LLMRouter) -> str | None:

@@ -38,7 +38,8 @@ from finhallu.taxonomy import SPLITS
 from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kwargs, judge_lazily
 from finhallu.schemas.rows import ContextEntry, InjectionsRow
 from finhallu.schemas.rules import Rule
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, shared_rows
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame, shared_rows
 from finhallu.injectors import (
     INJECTORS,
     Injected,
@@ -483,7 +484,7 @@ def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
             f"stage inject: {sum(given_up.values())} dialogues got no injection within inject.max_attempts="
             f"{cfg.max_attempts} calls: " + ", ".join(f"{why} ({n})" for why, n in sorted(given_up.items()))
         )
-    return {"injections": rows_frame(rows, "injection_id")}
+    return {"injections": typed_rows_frame(rows, CONTRACTS["injections"].columns, "injection_id")}
 
 
 def _calls_in_sequence(w: _Work) -> int:

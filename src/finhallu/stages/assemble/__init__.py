@@ -15,10 +15,11 @@ import polars as pl
 
 from finhallu.taxonomy import labels_for
 from finhallu.text import sentences
+from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.rules import INSTITUTION_IN_ONE_SPLIT, Rule
 from finhallu.injectors import minimal_edit_subtypes, subtypes_by_type
-from finhallu.schemas.rows import DatasetStatsRow, Message, SamplePassage, SamplesRow, TurnsRow
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame, typed_rows
+from finhallu.schemas.rows import DatasetStatsRow, Message, SamplePassage, SamplesRow
+from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame
 from finhallu.ids import stable_id
 from finhallu.stages.assemble.validity import fingerprint_scores, shortcut_scores
 from finhallu.schemas.section import Section
@@ -53,8 +54,11 @@ class _PairColumns(TypedDict):
 def build_samples(inputs: Frames) -> pl.DataFrame:
     passages = {p["passage_id"]: p for p in inputs["passages"].select("passage_id", "text").iter_rows(named=True)}
     dialogues = {d["dialogue_id"]: d for d in inputs["dialogues"].iter_rows(named=True)}
-    turns: dict[str, list[TurnsRow]] = {}
-    for t in typed_rows(inputs["turns"].sort("dialogue_id", "turn_index"), TurnsRow):
+    # Only what a sample shows of a turn reaches Python (all of `turns`' rows as dicts held 450 MB
+    # at 3,060 documents: contexts, clues, answers).
+    shown_turns = inputs["turns"].select("dialogue_id", "turn_index", "query", "response", "standalone_query", "answerable")
+    turns: dict[str, list[dict[str, Any]]] = {}
+    for t in shown_turns.sort("dialogue_id", "turn_index").iter_rows(named=True):
         turns.setdefault(t["dialogue_id"], []).append(t)
     passed = set(inputs["injection_qc"].filter(pl.col("passed"))["injection_id"].to_list())
     rows: list[SamplesRow] = []
@@ -109,7 +113,7 @@ def build_samples(inputs: Frames) -> pl.DataFrame:
                 "hallu_subtype": None,
             }
         )
-    return rows_frame(rows, "sample_id")
+    return typed_rows_frame(rows, CONTRACTS["samples"].columns, "sample_id")
 
 
 _PUNCT_TAGS = ("SF", "SP", "SS", "SE", "SO", "SW")

@@ -24,6 +24,7 @@ from typing import cast
 import numpy as np
 import polars as pl
 
+from finhallu.stages.base import shared_rows
 from finhallu.text.sentences import split_sentences
 
 TARGET_ACCURACY = 0.60
@@ -135,11 +136,15 @@ def shortcut_scores(samples: pl.DataFrame) -> list[tuple[str, str, float]]:
     if samples.height == 0:
         return []
     y = (samples["label_binary"] == "hallucinated").to_numpy()
-    passages = samples["passages"].to_list()
-    pred = np.array([not_verbatim(r, [p["text"] for p in ps]) for r, ps in zip(samples["response"].to_list(), passages)])
+    # each passage's text one string however many samples show it (a copy per cell: 0.35 GB at 3,060 documents)
+    contexts = [
+        r["passages"] for r in shared_rows(samples.select(pl.col("passages").list.eval(pl.element().struct.field("text"))))
+    ]
+    responses = samples["response"].to_list()
+    pred = np.array([not_verbatim(r, ps) for r, ps in zip(responses, contexts)])
     out = [("shortcut_verbatim_copy_accuracy", "all", float((pred == y).mean()))]
     out += [("shortcut_verbatim_copy_recall", t, r) for t, r in _per_type_recall(samples, pred.astype(int)).items()]
-    near = np.array([not_near_copy(r, [p["text"] for p in ps]) for r, ps in zip(samples["response"].to_list(), passages)])
+    near = np.array([not_near_copy(r, ps) for r, ps in zip(responses, contexts)])
     out.append(("shortcut_near_copy_accuracy", "all", float((near == y).mean())))
     hallu = samples.filter(pl.col("hallu_type").is_not_null())
     for (t,), g in sorted(hallu.group_by("hallu_type"), key=lambda kv: kv[0]):

@@ -24,7 +24,8 @@ from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kw
 from finhallu.schemas.rows import HardNegativesRow, RetrievalsRow
 from finhallu.schemas.rules import Rule
 from finhallu.taxonomy import answer_is_checkable
-from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame
 from finhallu.embedders.hybrid import HybridEmbedder
 from finhallu.embedders import embedder_for_model
 from finhallu.stages.retrieve.index import IndexConfig, build_index
@@ -122,8 +123,8 @@ def run(inputs: Frames, ctx: StageContext[RetrieveConfig]) -> Frames:
             ctx.progress(done, seeds.height)
     judge_lazily(step2, llm, judge_name, cfg.top_k, cfg.judge_lazily, cfg.judge_round_margin)
     return {
-        "retrievals": rows_frame(ret_rows, ["seed_id", "rank"]),
-        "hard_negatives": rows_frame(neg_rows, ["seed_id", "candidate_rank"]),
+        "retrievals": typed_rows_frame(ret_rows, CONTRACTS["retrievals"].columns, ["seed_id", "rank"]),
+        "hard_negatives": typed_rows_frame(neg_rows, CONTRACTS["hard_negatives"].columns, ["seed_id", "candidate_rank"]),
     }
 
 
