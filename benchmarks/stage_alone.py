@@ -4,7 +4,10 @@ hash (to show a speed change left the output as it was), and optionally a cProfi
 Outside Prefect and without gates or publishing: the stage function as `execute_stage` calls it,
 with the home's caches (embeddings, FAISS indexes, LLM calls) as a build would find them.
 
-    .venv/bin/python benchmarks/stage_alone.py HOME STAGE [--profile demo|PATH] [--cprofile N] [--tracemalloc N]
+    .venv/bin/python benchmarks/stage_alone.py HOME STAGE [--profile demo|PATH] [--cprofile N] [--tracemalloc N] [--gate]
+
+--gate: then conform and gate the outputs as a build does (Great Expectations, nothing recorded),
+printing each gate's seconds and the resident memory before, at its peak and after.
 
 HOME: a home a build has filled (e.g. one `benchmarks/scale.py --keep DIR` left).
 """
@@ -23,6 +26,9 @@ import tracemalloc
 from pathlib import Path
 
 from finhallu.config import load_config
+from finhallu.flows.rss import RssWatch
+from finhallu.schemas.contracts import CONTRACTS
+from finhallu.schemas.gate import prepare_gates, run_gate
 from finhallu.llm.runtime import LLMRuntime, use_runtime
 from finhallu.stages.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog
@@ -62,6 +68,18 @@ def show_heap(title: str, snapshot, top: int) -> None:
         print(f"  {stat.size / 2**20:8.1f} MB {stat.count:9d} blocks  {stat.traceback[0]}")
 
 
+def gate_outputs(outputs: dict, inputs: dict, rules) -> None:
+    """Each output conformed and gated as `flows.publish.gate_outputs` does, without recording."""
+    prepare_gates()  # the GX import and context, which a build makes while its API server boots
+    tables = {name: CONTRACTS[name].conform(frame) for name, frame in outputs.items()}
+    neighbours = {**inputs, **tables}
+    for name, frame in tables.items():
+        t0 = time.perf_counter()
+        with RssWatch(every_s=0.02) as memory:
+            result = run_gate(name, frame, neighbours, tuple(rules.get(name, ())))
+        print(f"  gate {name}: {result.outcome}, {time.perf_counter() - t0:.1f} s, {memory.line()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("home", type=Path)
@@ -75,6 +93,7 @@ def main() -> None:
         metavar="N",
         help="print the N source lines holding the most memory when the stage returns (slows the run 2-3x)",
     )
+    ap.add_argument("--gate", action="store_true", help="then gate the outputs as a build does; print seconds and memory")
     args = ap.parse_args()
     stage = STAGES_BY_NAME[args.stage]
     cfg = load_config(args.profile)
@@ -114,6 +133,8 @@ def main() -> None:
         if watcher.snapshot is not None:
             show_heap(f"-- near the peak ({watcher.level / 2**30:.2f} GB traced)", watcher.snapshot, args.tracemalloc)
         show_heap("-- at the end", held, args.tracemalloc)
+    if args.gate:
+        gate_outputs(outputs, frames, stage.rules)
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.cprofile)
