@@ -152,3 +152,21 @@ def test_number_pattern_skips_to_digits_without_changing_matches():
     text = "2023년 매출 1억 5천만 원, 영업이익률 16.2 %, $1.2 billion; v2.5, 12,345.6 and 3,000억"
     spans = [m.group(0) for m in NUMBER_RE.finditer(text)]
     assert spans == ["2023", "1억 5천만", "16.2", "1.2 billion", "2.5", "12,345.6", "3,000억"]
+
+
+def test_released_heap_includes_arrow_pool_only_where_pyarrow_is_loaded(monkeypatch):
+    """Arrow's memory pool keeps what the gates' pandas frames took: release_free_heap asks it to
+    hand its unused memory back, and does not import pyarrow where nothing loaded it."""
+    import sys
+    import types
+
+    from finhallu.memos import release_free_heap
+
+    released = []
+    pool = types.SimpleNamespace(release_unused=lambda: released.append(True))
+    monkeypatch.setitem(sys.modules, "pyarrow", types.SimpleNamespace(default_memory_pool=lambda: pool))
+    release_free_heap()
+    assert released == [True]
+    monkeypatch.delitem(sys.modules, "pyarrow")
+    release_free_heap()
+    assert released == [True] and "pyarrow" not in sys.modules

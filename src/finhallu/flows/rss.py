@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import tracemalloc
 from types import TracebackType
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -66,4 +67,7 @@ class RssWatch:
         if self.start is None or self.peak is None or end is None:
             return None
         gb = 2**30
-        return f"memory: peak {self.peak / gb:.2f} GB resident ({self.start / gb:.2f} at the start, {end / gb:.2f} at the end)"
+        line = f"memory: peak {self.peak / gb:.2f} GB resident ({self.start / gb:.2f} at the start, {end / gb:.2f} at the end)"
+        if tracemalloc.is_tracing():  # PYTHONTRACEMALLOC=1: what of it is Python objects still alive
+            line += f"; Python heap {tracemalloc.get_traced_memory()[0] / gb:.2f} GB traced"
+        return line

@@ -135,6 +135,7 @@ def _execute(
     if missing:
         raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
 
+    clear_memos()  # the stage's memos and freed heap handed back before the gates copy its outputs
     gated = gate_outputs(catalog, stage.name, {n: outputs[n] for n in stage.outputs}, frames, stage.rules, build_id)
     publish_stage_summary(
         stage.name,
