@@ -136,3 +136,5 @@ def test_rows_built_column_by_column_equal_polars_reading_the_rows():
     assert built["passages"].to_list() == [None, [{"passage_id": "p1", "rank": 1}, {"passage_id": "p2", "rank": None}], []]
     assert built["history"].to_list()[2] == [{"role": "user", "content": None}, {"role": "assistant", "content": "r"}]
     assert typed_rows_frame([], schema, "id").height == 0
+    with pytest.raises(ValueError, match="lacks column 'passages'"):
+        typed_rows_frame([{"id": "x", "n": 1, "history": []}], schema, "id")

@@ -40,7 +40,10 @@ def typed_rows_frame(
         return pl.DataFrame()
     columns = []
     for name, dtype in schema.items():
-        cells = [r[name] for r in rows]
+        try:
+            cells = [r[name] for r in rows]
+        except KeyError:
+            raise ValueError(f"a row lacks column {name!r} of its table's schema ({', '.join(schema)})") from None
         nested = isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct)
         columns.append(list_of_structs(name, cells, dtype) if nested else pl.Series(name, cells, dtype=dtype))
     return pl.DataFrame(columns).sort(sort_by)
