@@ -405,3 +405,17 @@ def test_shared_fixtures_build_passes_the_label_verifier(real_data, tmp_path):
     assert [(src, nulls) for src, nulls, _ in roles] == [("dart", 0), ("sec10k", 0)] and all(fs > 0 for _, _, fs in roles)
     assert {"Apple Inc.", "NVIDIA CORP", "GAINSCO, INC."} <= statements
     assert filing_texts and not [t[:80] for t in filing_texts if is_furniture(t)]
+
+
+@pytest.mark.parametrize("kinds", [("aihub", "sec10k", "dart"), ("sec10k",)])
+def test_build_warm_up_loads_kiwi_only_where_a_source_is_korean(monkeypatch, kinds):
+    from finhallu import cli
+    from finhallu.config import load_config
+    from finhallu.text import sentences
+
+    loaded: list[str] = []
+    monkeypatch.setattr(sentences, "kiwi", lambda: loaded.append("kiwi"))
+    cfg = load_config("demo")
+    ingest = cfg.ingest.model_copy(update={"sources": [s for s in cfg.ingest.sources if s.kind in kinds]})
+    cli._warm_up(cfg.model_copy(update={"ingest": ingest}), lambda: loaded.append("gates"))
+    assert loaded == (["gates", "kiwi"] if "aihub" in kinds else ["gates"])

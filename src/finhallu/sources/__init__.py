@@ -65,11 +65,12 @@ class Loader:
     load: Callable[[Path], Iterator[LoadedDoc | LoadedFacts | Quarantined]]
     # Institutions held out for the test split when a profile's source entry names none.
     test_institutions: tuple[str, ...] = ()
+    langs: tuple[str, ...] = ()  # the languages of its documents (a build preloads what they need)
 
 
-def register_source(name: str, patterns: tuple[str, ...], test_institutions: tuple[str, ...] = ()):
+def register_source(name: str, patterns: tuple[str, ...], test_institutions: tuple[str, ...] = (), langs: tuple[str, ...] = ()):
     def deco(fn):
-        LOADERS.add(name, Loader(name, patterns, fn, test_institutions), fn.__module__)
+        LOADERS.add(name, Loader(name, patterns, fn, test_institutions, langs), fn.__module__)
         return fn
 
     return deco

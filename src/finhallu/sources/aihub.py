@@ -177,7 +177,7 @@ def _qa_row(doc_id: str, block_id: str, context: str, qa: dict, fin_legal: bool)
     }
 
 
-@register_source("aihub", patterns=("*.json", "*.zip"), test_institutions=TEST_INSTITUTIONS)
+@register_source("aihub", patterns=("*.json", "*.zip"), test_institutions=TEST_INSTITUTIONS, langs=("ko",))
 def load_aihub(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     for origin, payload in _iter_json_payloads(path):
         if isinstance(payload, Exception):

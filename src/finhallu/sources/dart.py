@@ -95,7 +95,7 @@ class _BodyWalker:
         flush()
 
 
-@register_source("dart", patterns=("*.xml", "*.xhml"))
+@register_source("dart", patterns=("*.xml", "*.xhml"), langs=("ko",))
 def load_dart(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     try:
         text, encoding = decode_bytes(path.read_bytes(), ("utf-8", "cp949", "euc-kr"))

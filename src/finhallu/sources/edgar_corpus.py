@@ -229,7 +229,7 @@ def clean_company(name: str) -> str:
 # --------------------------------------------------------------------------- loader
 
 
-@register_source("edgar_corpus", patterns=("*.json",))
+@register_source("edgar_corpus", patterns=("*.json",), langs=("en",))
 def load_edgar_corpus(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     try:
         data = json.loads(path.read_bytes().decode("utf-8-sig"))

@@ -211,7 +211,7 @@ def split_items(blocks: list[tuple[str, str]]) -> list[tuple[str, str, list[tupl
     return out
 
 
-@register_source("sec10k", patterns=("*.htm", "*.html", "*.xhtml"))
+@register_source("sec10k", patterns=("*.htm", "*.html", "*.xhtml"), langs=("en",))
 def load_10k(path: Path) -> Iterator[LoadedDoc | Quarantined]:
     data = path.read_bytes()
     try:
