@@ -487,3 +487,39 @@ def test_numeric_grounding_calls_last_years_figure_a_contradiction():
     right = det.fn({**sample, "response": "Net sales were $391,035 million in fiscal 2024."}, det.params({}), DetectorContext())
     assert wrong.pred_binary == "hallucinated" and wrong.pred_type == "contradictory" and "2023" in wrong.rationale
     assert right.pred_binary == "faithful", right.rationale
+
+
+def test_a_remote_detector_runs_while_the_offline_ones_compute_and_its_run_is_shared():
+    """A detector declared remote runs on its own thread from the start: here it finishes only once
+    the offline detector has started (in sequence, it would wait out its timeout and fail), and a
+    detector reading it as a feature gets that run's detections, not a second run."""
+    import threading
+
+    import polars as pl
+    from test_extending import restored
+
+    from finhallu.detectors import Detection, register_detector
+    from finhallu.stages.detect import run_detectors
+
+    offline_started, remote_runs = threading.Event(), []
+    with restored(DETECTORS):
+
+        @register_detector("waits_on_a_model", remote=lambda params, ctx: True, batch=True)
+        def remote(samples, params, ctx):
+            remote_runs.append(threading.current_thread().name)
+            assert offline_started.wait(timeout=60), "the offline detector never started while the remote one ran"
+            return [Detection(0.9, "hallucinated", "hallucination", None, "model") for _ in samples]
+
+        @register_detector("computes_here", batch=True)
+        def offline(samples, params, ctx):
+            offline_started.set()
+            reads = ctx.detections("waits_on_a_model", samples)  # a feature: waits for the remote run
+            return [Detection(1 - d.score, "faithful", "faithful_answer", None, "rules") for d in reads]
+
+        samples = pl.DataFrame([{"sample_id": "s1", "response": "a"}, {"sample_id": "s2", "response": "b"}])
+        found = run_detectors(samples, {"waits_on_a_model": {}, "computes_here": {}}, "e1", DetectorContext(seed=0))
+    assert len(remote_runs) == 1 and remote_runs[0].startswith("remote-detector")
+    scores = dict(zip(found["detector"] + "/" + found["sample_id"], found["score"]))
+    assert scores == pytest.approx(
+        {"waits_on_a_model/s1": 0.9, "waits_on_a_model/s2": 0.9, "computes_here/s1": 0.1, "computes_here/s2": 0.1}
+    )

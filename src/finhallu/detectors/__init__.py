@@ -20,6 +20,8 @@ import hashlib
 import json
 import random
 import re
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -60,7 +62,10 @@ class DetectorContext:
     roles: dict[str, dict] = field(default_factory=dict)
     cache_dir: Path | None = None
     fanout: Fanout = field(default_factory=InProcess)  # where per-sample work runs (never changes results)
-    _memo: dict[tuple[str, str], list] = field(default_factory=dict, repr=False)
+    # Each (detector, parameters)'s detections, as a future: a remote detector runs on its own thread
+    # (`run_detectors`), and a detector reading it as a feature waits for that run, not a second one.
+    _memo: dict[tuple[str, str], Future] = field(default_factory=dict, repr=False)
+    _memo_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _router: object = field(default=None, repr=False)
 
     @property
@@ -80,9 +85,15 @@ class DetectorContext:
         det = get_detector(base_name(name))
         full = det.params(params or {})
         key = (base_name(name), canonical_json(full))
-        if key not in self._memo:
-            self._memo[key] = det.run(samples, full, self)
-        return self._memo[key]
+        with self._memo_lock:
+            first = key not in self._memo
+            pending = self._memo.setdefault(key, Future())
+        if first:
+            try:
+                pending.set_result(det.run(samples, full, self))
+            except BaseException as exc:
+                pending.set_exception(exc)
+        return pending.result()
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,9 @@ class Detector:
     # The (sample, use_history, max_passages) whose grounding findings the detector will read, so the
     # run computes them first, in partitions (grounding.prefetch_findings); None: it reads none.
     findings_inputs: Callable[[list[dict], dict, "DetectorContext"], list[tuple[dict, bool, int | None]]] | None = None
+    # Whether this configuration waits on a remote model: such a detector runs on a thread of its own,
+    # its calls in flight while the offline detectors compute (`run_detectors`); None: never.
+    remote: Callable[[dict, "DetectorContext"], bool] | None = None
 
     def params(self, overrides: dict) -> dict:
         """The defaults with these overrides, each checked against its default's type."""
@@ -144,10 +158,12 @@ def register_detector(
     describe: Callable[[dict, DetectorContext], dict] | None = None,
     preflight: Callable[[dict], str | None] | None = None,
     findings_inputs: Callable[[list[dict], dict, DetectorContext], list[tuple[dict, bool, int | None]]] | None = None,
+    remote: Callable[[dict, DetectorContext], bool] | None = None,
     **defaults,
 ):
     def deco(fn):
-        DETECTORS.add(name, Detector(name, fn, defaults, batch, version, describe, preflight, findings_inputs), fn.__module__)
+        det = Detector(name, fn, defaults, batch, version, describe, preflight, findings_inputs, remote)
+        DETECTORS.add(name, det, fn.__module__)
         return fn
 
     return deco

@@ -184,6 +184,7 @@ def _judge_findings_inputs(samples: list[dict], params: dict, ctx) -> list[tuple
 @register_detector(
     "llm_judge",
     findings_inputs=_judge_findings_inputs,
+    remote=lambda params, ctx: not ctx.router.is_offline(params["role"]),
     batch=True,
     version="2",
     describe=_describe,

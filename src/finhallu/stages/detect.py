@@ -7,6 +7,9 @@ settings never get mixed up in `detections_all`.
 
 from __future__ import annotations
 
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+
 import polars as pl
 
 from finhallu.schemas.rows import DetectionsRow
@@ -68,6 +71,24 @@ def run_detectors(
     for name, overrides in detectors.items():  # validate every configuration before running any
         det = get_detector(base_name(name))
         plan.append((name, det, det.params(overrides or {})))
+    # Detectors waiting on a remote model start first, each on a thread: their calls are in flight
+    # while the findings and the offline detectors compute (at 0.5 s a call, the offline work had
+    # added its own ~1 s to the LLM phase's).
+    remote = [(name, det, params) for name, det, params in plan if det.remote and det.remote(params, ctx)]
+    pool = ThreadPoolExecutor(max_workers=len(remote), thread_name_prefix="remote-detector") if remote else None
+    in_flight = {
+        name: pool.submit(contextvars.copy_context().run, ctx.detections, name, items, params)
+        for name, _, params in remote
+        if pool is not None
+    }
+    try:
+        return _detection_rows(items, plan, in_flight, eval_id, ctx, progress)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def _detection_rows(items: list[dict], plan: list, in_flight: dict, eval_id: str, ctx: DetectorContext, progress):
     # The grounding findings the detectors will read (each under the evidence its parameters give it),
     # computed first in one fan-out: in partitions on the cluster under --runner dask.
     wanted = [r for _, det, params in plan if det.findings_inputs for r in det.findings_inputs(items, params, ctx)]
@@ -76,8 +97,9 @@ def run_detectors(
 
         prefetch_findings(wanted, ctx.fanout)
     rows: list[DetectionsRow] = []
-    for done, (name, det, params) in enumerate(plan, 1):
-        found = ctx.detections(name, items, params)
+    # The offline detectors first, the remote ones' results when they are in (rows are sorted below).
+    for done, (name, det, params) in enumerate(sorted(plan, key=lambda p: p[0] in in_flight), 1):
+        found = in_flight[name].result() if name in in_flight else ctx.detections(name, items, params)
         version, config = det.code_version, canonical_json(det.config(params, ctx))
         for s, d in zip(items, found):
             if d is None:
