@@ -592,3 +592,27 @@ def test_report_renders_every_section_and_the_comparison(evaluated):
     md = summary_markdown(metrics, tests, previous, None)
     assert "| oracle | 1.000" in md and "Change since dataset version v0" in md and "helped 8" in md
     assert artifact_key("HaluEval_QA", "detector-metrics") == "halueval-qa-detector-metrics"
+
+
+@pytest.mark.parametrize("distinct", [True, False])
+def test_ranking_aucs_agree_with_sklearn_on_both_product_paths_and_under_weights(distinct):
+    """Many distinct scores (the sparse product: over DENSE_GROUP_COLUMNS columns) and a few (the
+    dense one); weights as counts equal to the resampled arrays themselves."""
+    from finhallu.scoring import DENSE_GROUP_COLUMNS, Ranking
+
+    rng = np.random.default_rng(7)
+    n = 600
+    y = rng.random(n) < 0.35
+    s = rng.random(n) + 0.3 * y
+    s = s if distinct else np.round(s, 1)
+    ranking = Ranking(s)
+    assert (2 * ranking.n_groups > DENSE_GROUP_COLUMNS) is distinct
+    roc, pr = ranking.roc_and_pr_auc(y, np.ones(n))
+    assert float(roc) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    assert float(pr) == pytest.approx(average_precision_score(y, s), abs=1e-12)
+    picks = rng.integers(0, n, (3, n))
+    counts = np.stack([np.bincount(p, minlength=n) for p in picks]).astype(float)
+    rocs, prs = ranking.roc_and_pr_auc(y, counts)
+    for i, p in enumerate(picks):
+        assert rocs[i] == pytest.approx(roc_auc_score(y[p], s[p]), abs=1e-12)
+        assert prs[i] == pytest.approx(average_precision_score(y[p], s[p]), abs=1e-12)

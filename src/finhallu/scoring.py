@@ -53,20 +53,38 @@ def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
     return out
 
 
+# Up to this many (tie group, class) columns the weights' product with the samples' indicator is a
+# dense BLAS product (a rule detector's scores take a few values); beyond, a sparse one.
+DENSE_GROUP_COLUMNS = 256
+
+
 class Ranking:
-    """Samples sorted by score (descending, stable) and cut into tie groups (equal scores): ROC-AUC
-    and average precision for any weights without re-sorting."""
+    """Samples cut into tie groups (equal scores), groups by descending score: ROC-AUC and average
+    precision for any weights without re-sorting."""
 
     def __init__(self, s: np.ndarray):
-        self.order = np.argsort(-s, kind="stable")
-        ss = s[self.order]
-        self.group_starts = np.flatnonzero(np.concatenate([[True], ss[1:] != ss[:-1]])) if len(ss) else np.zeros(0, int)
+        order = np.argsort(-s, kind="stable")
+        ss = s[order]
+        starts = np.concatenate([[True], ss[1:] != ss[:-1]]) if len(ss) else np.zeros(0, bool)
+        self.n_groups = int(starts.sum())
+        self.group = np.empty(len(s), dtype=np.int64)  # each sample's tie group
+        self.group[order] = np.cumsum(starts) - 1
 
     def _per_group(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(positive weight, negative weight) of each tie group, groups by descending score."""
-        ws = w[..., self.order]
-        pos = np.add.reduceat(ws * y[self.order], self.group_starts, axis=-1)
-        return pos, np.add.reduceat(ws, self.group_starts, axis=-1) - pos
+        """(positive weight, negative weight) of each tie group: one product of the weights with each
+        sample's (group, class) indicator, exact as the weights are counts. Permuting the (resamples,
+        n) bootstrap matrix and summing runs of it (np.add.reduceat) was 3-10x slower."""
+        g, n = self.n_groups, len(self.group)
+        column = self.group + g * y.astype(np.int64)
+        if 2 * g <= DENSE_GROUP_COLUMNS:
+            member = np.zeros((n, 2 * g))
+            member[np.arange(n), column] = 1.0
+            both = w @ member
+        else:
+            from scipy import sparse
+
+            both = np.asarray(w @ sparse.csr_matrix((np.ones(n), (np.arange(n), column)), shape=(n, 2 * g)))
+        return both[..., g:], both[..., :g]
 
     def roc_and_pr_auc(self, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """ROC-AUC: P(score of a positive > score of a negative) + half the ties (= sklearn's
