@@ -11,7 +11,10 @@ wait for each other (a dialogue's turns; the ledger's `chain`) take chain x late
 may be in flight. The naive calls x latency / concurrency is printed beside it. Then the whole
 build against the sum of the floors, and the dry run's estimate against the actual calls and tokens.
 
-    .venv/bin/python benchmarks/llm_path.py [--latency 0.5] [--concurrency 32] [--profile paper] [--keep HOME]
+    .venv/bin/python benchmarks/llm_path.py [--latency 0.5] [--concurrency 32] [--profile paper] [--keep HOME] [--phases]
+
+--phases: the build's phases too (benchmarks/build_phases.py): its start, each stage's run and
+gates, its end and the interpreter's exit.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import conftest  # noqa: E402
 from conftest import run_cli  # noqa: E402
 
 from finhallu.config import load_config  # noqa: E402
@@ -77,6 +81,7 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--keep", type=Path, help="build into this home and keep it (its llm_calls hold each call's timing)")
+    ap.add_argument("--phases", action="store_true", help="also time the build's phases (benchmarks/build_phases.py)")
     ap.add_argument(
         "--model",
         choices=("replay", "scripted"),
@@ -96,9 +101,13 @@ def main() -> int:
         t_dry = time.monotonic() - t_dry
         stub.responder = replay_responder(answers) if args.model == "replay" else cooperative_responder
         gc.freeze()  # the dry run's objects stay out of the stub's collections (a provider does not pause for them)
+        phases_file = tmp / "phases.json"
+        if args.phases:  # the build through build_phases.py, which times its phases in the build's process
+            conftest.FINHALLU = [sys.executable, str(ROOT / "benchmarks" / "build_phases.py"), str(phases_file)]
         t0 = time.monotonic()
         proc = run_cli("build", "--profile", profile, "--json", home=home, timeout=4 * 3600)
         wall = time.monotonic() - t0
+        ended = time.time()
         if proc.returncode != 0:
             print(f"build exit {proc.returncode}:\n{proc.stderr[-3000:]}")
             return 1
@@ -160,6 +169,11 @@ def main() -> int:
             f"the run's start); with every LLM phase at its floor the build would take {rest + floor_total:.0f} s "
             f"(this build: x{wall / max(rest + floor_total, 1e-9):.2f})"
         )
+        if args.phases:
+            from build_phases import table
+
+            record = json.loads(phases_file.read_text())
+            print(table([tuple(p) for p in record["phases"]], record["main_end_s"], ended - record["main_end_wall"]))
         if estimate:
             est_calls = sum(s["calls"] for s in estimate["stages"])
             est_tokens = sum(s["input_tokens"] + s["output_tokens"] for s in estimate["stages"])
