@@ -36,7 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import conftest  # noqa: E402
-from conftest import run_cli  # noqa: E402
 
 from finhallu.config import load_config  # noqa: E402
 from finhallu.stages.pipeline import STAGES  # noqa: E402
@@ -105,7 +104,7 @@ def main() -> int:
         if args.phases:  # the build through build_phases.py, which times its phases in the build's process
             conftest.FINHALLU = [sys.executable, str(ROOT / "benchmarks" / "build_phases.py"), str(phases_file)]
         t0 = time.monotonic()
-        proc = run_cli("build", "--profile", profile, "--json", home=home, timeout=4 * 3600)
+        proc = conftest.run_cli("build", "--profile", profile, "--json", home=home, timeout=4 * 3600)
         wall = time.monotonic() - t0
         ended = time.time()
         if proc.returncode != 0:

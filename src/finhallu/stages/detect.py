@@ -74,18 +74,13 @@ def run_detectors(
     # Detectors waiting on a remote model start first, each on a thread: their calls are in flight
     # while the findings and the offline detectors compute (at 0.5 s a call, the offline work had
     # added its own ~1 s to the LLM phase's).
-    remote = [(name, det, params) for name, det, params in plan if det.remote and det.remote(params, ctx)]
-    pool = ThreadPoolExecutor(max_workers=len(remote), thread_name_prefix="remote-detector") if remote else None
-    in_flight = {
-        name: pool.submit(contextvars.copy_context().run, ctx.detections, name, items, params)
-        for name, _, params in remote
-        if pool is not None
-    }
-    try:
+    remote = [(name, params) for name, det, params in plan if det.remote and det.remote(params, ctx)]
+    # (a pool starts no thread until something is submitted: none without a remote detector)
+    with ThreadPoolExecutor(max_workers=max(1, len(remote)), thread_name_prefix="remote-detector") as pool:
+        in_flight = {
+            name: pool.submit(contextvars.copy_context().run, ctx.detections, name, items, params) for name, params in remote
+        }
         return _detection_rows(items, plan, in_flight, eval_id, ctx, progress)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
 
 
 def _detection_rows(items: list[dict], plan: list, in_flight: dict, eval_id: str, ctx: DetectorContext, progress):
