@@ -321,7 +321,7 @@ def test_run_detectors_records_version_and_config_and_is_deterministic():
     )
     assert cfg["llm_judge"]["backend"] == "offline:rules"
     versions = dict(a.select("detector", "detector_version").unique().iter_rows())
-    assert versions["numeric_grounding"].startswith("v5-") and versions["learned"].startswith("v2-")
+    assert versions["numeric_grounding"].startswith("v6-") and versions["learned"].startswith("v2-")
     assert a.filter(pl.col("detector") == "learned").height == sum(r["split"] != "train" for r in rows)
     with pytest.raises(ValueError, match="no parameter"):
         run_detectors(samples, {"numeric_grounding": {"treshold": 1}}, "t@1")
@@ -487,6 +487,84 @@ def test_numeric_grounding_calls_last_years_figure_a_contradiction():
     right = det.fn({**sample, "response": "Net sales were $391,035 million in fiscal 2024."}, det.params({}), DetectorContext())
     assert wrong.pred_binary == "hallucinated" and wrong.pred_type == "contradictory" and "2023" in wrong.rationale
     assert right.pred_binary == "faithful", right.rationale
+
+
+# ---- metric attribution, parts of a sentence, bare answers ---------------------------------------
+RESULTS = (
+    "For fiscal 2024, Cedar Trust earned $466 million in net income, up from $395 million in fiscal 2023; "
+    "the bank is based in Austin. Its net interest margin was 3.32% and its return on equity 10.4%, while "
+    "the efficiency ratio stood at 52.6%. Total deposits were $56.0 billion at the end of 2024."
+)
+RATE_TABLE = "단계 | 시행일 | 적용 범위 | 스트레스 금리 적용비율\n1단계 | 2024년 2월 26일 | 은행권 주택담보대출 | 25%\n2단계 | 2024년 9월 1일 | 은행권 주담대 | 50%"
+
+
+@pytest.mark.parametrize(
+    "response, question, misattributed",
+    [
+        ("Its return on equity was 52.6% in 2024.", "", ["52.6%"]),  # the efficiency ratio's figure
+        ("52.6%", "What was Cedar Trust's return on equity for 2024?", ["52.6%"]),  # bare: the question's metric
+        ("3.32%", "How wide was the net interest margin at Cedar Trust in 2024?", []),
+        ("Its return on equity was 10.4% in 2024.", "", []),
+        ("Net income came to $0.47 billion for fiscal 2024.", "", []),  # rescaled; its label follows it
+        # a long sentence without breaks says too much to be a label: no finding either way
+        (
+            "In its annual report the bank said that return on equity, which management tracks closely against "
+            "peers and its own cost of capital over the whole cycle of rates and credit, was 52.6% this time.",
+            "",
+            [],
+        ),
+        ("1단계의 스트레스 금리 적용비율은 25%입니다.", "", []),  # a bare pipe table: row and column label it
+        ("1단계의 스트레스 금리 적용비율은 50%입니다.", "", []),  # (2단계's: the labels share the column, no verdict)
+    ],
+)
+def test_a_figure_given_for_another_metric_is_misattributed(response, question, misattributed):
+    from finhallu.detectors.attribution import misattributed_figures
+
+    evidence = [RATE_TABLE if "단계" in response else RESULTS]
+    assert [m.raw for m in misattributed_figures(response, evidence, question)] == misattributed
+
+
+def test_figures_are_placed_by_their_part_of_the_sentence_and_bare_answers_by_the_question():
+    from finhallu.detectors.periods import misplaced_figures
+
+    q = "What was Cedar Trust's net income in fiscal 2024?"
+    assert [m.raw for m in misplaced_figures("Net income was $395 million in fiscal 2024.", [RESULTS])] == ["395 million"]
+    assert [m.raw for m in misplaced_figures("$395 million", [RESULTS], q)] == ["395 million"]
+    assert misplaced_figures("$466 million", [RESULTS], q) == []
+    assert misplaced_figures("$395 million", [RESULTS]) == []  # no question, no year: nothing to misplace
+
+
+def test_numeric_grounding_reads_short_answers_against_their_question():
+    det = get_detector("numeric_grounding")
+    sample = {"history": [], "passages": [{"passage_id": "p", "text": RESULTS}]}
+
+    def verdict(question: str, response: str):
+        return det.fn({**sample, "query": question, "response": response}, det.params({}), DetectorContext())
+
+    roe = "What was Cedar Trust's return on equity for 2024?"
+    wrong = verdict(roe, "52.6%")
+    assert wrong.pred_type == "contradictory" and "10.4%" in wrong.rationale, wrong.rationale
+    assert verdict(roe, "10.4%").pred_binary == "faithful"
+    income = "What was Cedar Trust's net income in fiscal 2024?"
+    # computed from the figures the question is about; a backward period where the evidence has two years
+    assert verdict("By how much did Cedar Trust's net income grow in fiscal 2024?", "About 18.0%.").pred_binary == "faithful"
+    assert verdict(income, "$466 million, more than in the previous year.").pred_binary == "faithful"
+    assert verdict(income, "$395 million").pred_type == "contradictory"
+    # a bare name is a name: the auditor the evidence does not hold
+    audit = {"history": [], "passages": [{"passage_id": "p", "text": "The 2024 statements were audited by Crowe."}]}
+    named = det.fn(
+        {**audit, "query": "Who audited the 2024 statements?", "response": "Samil."}, det.params({}), DetectorContext()
+    )
+    assert named.pred_binary == "hallucinated" and "Samil" in named.rationale
+    kept = det.fn({**audit, "query": "Who audited the 2024 statements?", "response": "Crowe."}, det.params({}), DetectorContext())
+    assert kept.pred_binary == "faithful", kept.rationale
+    one_year = {"history": [], "passages": [{"passage_id": "p", "text": "Net income was $466 million in 2024."}]}
+    lone = det.fn(
+        {**one_year, "query": income, "response": "$466 million, more than in the previous year."},
+        det.params({}),
+        DetectorContext(),
+    )
+    assert lone.pred_binary == "hallucinated"  # no earlier year in the evidence to compare with
 
 
 def test_a_remote_detector_runs_while_the_offline_ones_compute_and_its_run_is_shared():

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from finhallu.detectors.periods import misplaced_figures
+from finhallu.detectors.attribution import misattributed_figures
+from finhallu.detectors.periods import misplaced_figures, years
 from finhallu.fanout import Fanout
 from finhallu.detectors import Detection, looks_like_refusal
 from finhallu.text.normalize import contains_normalized
@@ -147,7 +148,7 @@ def anchored_numbers(text: str) -> tuple[AnchoredNumber, ...]:
     return tuple(out)
 
 
-def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+def number_findings(response: str, evidence: list[str], question: str = "") -> tuple[list[str], list[tuple[str, str]], list[str]]:
     """(numbers absent from the evidence, [(response number, evidence number it contradicts)],
     [how each computed or rescaled figure follows from the evidence]).
 
@@ -157,7 +158,9 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
     or when it restates an evidence figure at another scale, digits kept, or computes it from the
     evidence figures the answer is about (text/derived). A figure that an evidence figure of the same
     unit in the same wording contradicts is never excused as computed; one the evidence states only
-    for another year than the answer names is contradicted too (periods.py)."""
+    for another year than the answer names (periods.py), or only as another metric's value where it
+    gives the answer's metric another figure (attribution.py), is contradicted too. A bare answer
+    ("About 6.5%.") is about the question: its words choose what a computed figure is computed from."""
     ev_numbers = [n for t in evidence for n in anchored_numbers(t)]
     ev_keys = {n.key for n in ev_numbers}
     ev_quantities = [q for t in evidence for q in quantities(t)]
@@ -188,7 +191,8 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
         how = None
         if q:
             assert figures is not None  # read just above for any q
-            how = derivation(q, operands + _about(words(_clause(response, q.start, q.end)), figures))
+            topic = words(_clause(response, q.start, q.end)) | words(question)
+            how = derivation(q, operands + _about(topic, figures))
         if how:
             derived.append(f"{n.raw}: {how}")
         else:
@@ -196,7 +200,13 @@ def number_findings(response: str, evidence: list[str]) -> tuple[list[str], list
     # a figure the evidence states, but only for another year than the answer gives it (periods.py)
     named = {raw for raw, _ in contradicted} | set(missing)
     contradicted += [
-        (m.raw, f"{m.raw} of {'/'.join(sorted(m.stated))}") for m in misplaced_figures(response, evidence) if m.raw not in named
+        (m.raw, f"{m.raw} of {'/'.join(sorted(m.stated))}")
+        for m in misplaced_figures(response, evidence, question)
+        if m.raw not in named
+    ]
+    named |= {raw for raw, _ in contradicted}
+    contradicted += [
+        (m.raw, f"{m.rival} ({m.label})") for m in misattributed_figures(response, evidence, question) if m.raw not in named
     ]
     return missing, contradicted, derived
 
@@ -307,9 +317,22 @@ def periods(text: str) -> list[str]:
     return sorted({m.group(0) for m in _PERIOD_RE.finditer(text or "")})
 
 
+# periods that count back from the one the evidence reports: held where the evidence reports two years
+_BACKWARD = re.compile(
+    r"^(?:전년(?:도|\s?동기)?|직전\s?(?:연도|사업연도)|전기|prior year|previous year|last year|year[- ]over[- ]year)$", re.I
+)
+
+
+def relative_period_held(period: str, evidence: list[str]) -> bool:
+    """A backward relative period ("the previous year", 전년) the evidence words otherwise: it
+    states figures for two years or more, so there is a year before the one answered about."""
+    return bool(_BACKWARD.match(period)) and len(years("\n".join(evidence))) >= 2
+
+
 def named_entities(text: str) -> list[str]:
     """Organization-like names (Korean suffixes), English proper-noun phrases and acronyms.
-    A capitalized single word opening a sentence is skipped (it is capitalized for grammar)."""
+    A capitalized single word opening a sentence is skipped (it is capitalized for grammar), unless
+    it is the whole answer ("Samil."): a bare name."""
     found: set[str] = set()
     for w in content_words(text):
         if w[0] >= "가" and len(w) >= 3 and w.endswith(_ORG_SUFFIXES) and w not in _ORG_SUFFIXES:
@@ -323,7 +346,8 @@ def named_entities(text: str) -> list[str]:
             if not words:
                 continue
             phrase = " ".join(words)
-            if len(words) == 1 and m.start() == 0 and not phrase.isupper():
+            bare = phrase == sent.strip(" .!") and len(split_sentences(text or "")) == 1
+            if len(words) == 1 and m.start() == 0 and not phrase.isupper() and not bare:
                 continue
             found.add(phrase)
         found |= set(_ACRONYM_RE.findall(sent))
@@ -498,10 +522,10 @@ def _findings(response: str, passages: tuple[str, ...], evidence: tuple[str, ...
     if f.refusal:
         return f
     f.support = sentence_support(response, evidence_list)
-    f.missing_numbers, f.contradicted, f.derived_numbers = number_findings(response, evidence_list)
+    f.missing_numbers, f.contradicted, f.derived_numbers = number_findings(response, evidence_list, question)
     f.n_numbers = len(number_keys(response))
     f.missing_entities = absent(named_entities(response), evidence_list)
-    f.missing_periods = absent(periods(response), evidence_list)
+    f.missing_periods = [p for p in absent(periods(response), evidence_list) if not relative_period_held(p, evidence_list)]
     f.flips = modifier_flips(response, evidence_list)
     f.relevance = answer_relevance(question, response)
     f.answer_coverage = answer_coverage(question, response, sources)

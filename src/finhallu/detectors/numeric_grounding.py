@@ -5,8 +5,10 @@ Figures are compared as quantities (text/quantities: scale notes, 억/조 and mi
 so a table value in 백만원 or "(in millions)" grounds the same amount written out in the response;
 a figure restated at another scale or computed from the evidence figures it is about (a ratio,
 share, change, sum or difference: text/derived) is grounded too.
-A number that an evidence number of the same unit *contradicts* (same wording, other value)
-flags a Contradictory response; a number, period or name found nowhere flags it Unverifiable.
+A number that an evidence number of the same unit *contradicts* (same wording, other value), one
+the evidence states only for another year (periods.py) or only as another metric's value
+(attribution.py; a bare answer is about the question's metric and year), flags a Contradictory
+response; a number, period or name found nowhere flags it Unverifiable.
 Refusals are judged by whether the passages cover the question; an answer over passages that
 do not cover the question, saying what they do not hold, is flagged as False Acceptance.
 """
@@ -19,7 +21,7 @@ from finhallu.detectors.grounding import evidence_findings_inputs, findings, ref
 
 @register_detector(
     "numeric_grounding",
-    version="5",
+    version="6",
     findings_inputs=evidence_findings_inputs,
     coverage_threshold=0.5,
     answer_threshold=0.7,

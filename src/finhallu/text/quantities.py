@@ -118,15 +118,17 @@ class Quantity:
         return self.stated == other.stated and (self.scaled or other.scaled)
 
 
-def _family(unit: str) -> str:
+def unit_family(unit: str) -> str:
     return "money" if unit in ("KRW", "USD") else unit
 
 
 def compatible(a: str, b: str) -> bool:
     """Units that can state one figure: equal families, or a bare number beside an amount or a count."""
-    if _family(a) == _family(b):
+    if unit_family(a) == unit_family(b):
         return True
-    return (not a and _family(b) in ("money", "count", "shares")) or (not b and _family(a) in ("money", "count", "shares"))
+    return (not a and unit_family(b) in ("money", "count", "shares")) or (
+        not b and unit_family(a) in ("money", "count", "shares")
+    )
 
 
 def _last_digit(raw_number: str) -> Decimal:
