@@ -78,7 +78,7 @@ def labelled_figures(text: str) -> tuple[tuple[Quantity, frozenset[str], str], .
         if is_table_row(line):
             label = table_cells(line)[0] + " " + column_header(text, q.start)
         else:
-            left, right = part_bounds(text, q.start, q.end)
+            left, right = part_bounds(text, q.start, q.end, (left, right))
             before = max([left] + [p.end for p in figures[:k] if left <= p.end <= q.start])
             label = text[before : q.start]
             if not any(left <= p.start < right for p in figures[k + 1 :]):
@@ -92,13 +92,14 @@ def misattributed_figures(response: str, evidence: list[str], question: str = ""
     another figure of the same unit carries the topic's label."""
     places = [place for text in evidence for place in labelled_figures(text)]
     out = []
-    short_answer = len(content_word_set(response)) <= SHORT_ANSWER_WORDS
+    # a short answer's bare figure answers the question's metric
+    asked = _topic_words(question) if len(content_word_set(response)) <= SHORT_ANSWER_WORDS else frozenset()
     for q in quantities(response):
         if q.unit not in METRIC_UNITS or is_year_figure(q.raw):
             continue
         topic = _topic_words(part_of(response, q.start, q.end).replace(q.raw, " "))
-        if len(topic) < 2 and short_answer:  # a bare figure answers the question's metric
-            topic |= _topic_words(question)
+        if len(topic) < 2:
+            topic |= asked
         if not 2 <= len(topic) <= MAX_TOPIC_WORDS:
             continue
         own = [ws for e, ws, _ in places if e.same_as(q)]

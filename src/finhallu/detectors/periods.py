@@ -53,25 +53,19 @@ def clause_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     return (left + 1 if left >= 0 else line_start), (right + 1 if right >= 0 else line_end)
 
 
-def _clause(text: str, start: int, end: int) -> str:
-    """The line, or the sentence within it, around text[start:end]."""
-    left, right = clause_bounds(text, start, end)
-    return text[left:right]
-
-
 # where one figure's part of a sentence ends and another's begins ("X in 2024, compared with Y in 2023");
 # a comma inside a number ("1,023") is none
 PART_BREAK = re.compile(r"[,;](?=\s)|\b(?:compared (?:with|to)|up from|down from|versus|vs\.|against)\b", re.IGNORECASE)
 
 
-def part_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+def part_bounds(text: str, start: int, end: int, clause: tuple[int, int] | None = None) -> tuple[int, int]:
     """Where the stretch of the line or sentence around text[start:end] between part breaks begins
-    and ends."""
-    left, right = clause_bounds(text, start, end)
-    clause = text[left:right]
+    and ends (`clause`: that line or sentence's bounds, where the caller has them)."""
+    left, right = clause or clause_bounds(text, start, end)
+    clause_text = text[left:right]
     a, b = start - left, end - left
-    part_left = max((m.end() for m in PART_BREAK.finditer(clause, 0, a)), default=0)
-    part_right = next((m.start() for m in PART_BREAK.finditer(clause, b)), len(clause))
+    part_left = max((m.end() for m in PART_BREAK.finditer(clause_text, 0, a)), default=0)
+    part_right = next((m.start() for m in PART_BREAK.finditer(clause_text, b)), len(clause_text))
     return left + part_left, left + part_right
 
 
@@ -83,7 +77,9 @@ def part_of(text: str, start: int, end: int) -> str:
 def place_years(text: str, start: int, end: int) -> frozenset[str]:
     """The years of the place of text[start:end]: its part of the sentence when that names one,
     else its line or sentence."""
-    return years(part_of(text, start, end)) or years(_clause(text, start, end))
+    left, right = clause_bounds(text, start, end)
+    part_left, part_right = part_bounds(text, start, end, (left, right))
+    return years(text[part_left:part_right]) or years(text[left:right])
 
 
 def column_header(text: str, start: int) -> str:
