@@ -204,3 +204,30 @@ def test_a_year_moves_by_years_beside_an_amount_of_the_same_unit():
     for seed in range(20):
         year = int(re.search(r"during (\d+)", perturb_figures(filing, set(), random.Random(seed))).group(1))
         assert 2021 <= year <= 2026 and year != 2024
+
+
+def test_donors_looked_up_by_topic_words_are_the_donors_a_scan_of_every_claim_ranks():
+    """The claims' word index (issue 19: turns x claims grew with the square of the corpus) ranks the
+    same donors in the same order as comparing the turn with every claim."""
+    from finhallu.injectors.fabricate import rank_donors
+
+    corpus = CORPUS + [
+        {
+            "passage_id": f"x{i}",
+            "doc_id": f"x{i}",
+            "text": f"예금보험 한도는 {i + 2}천만 원이었고 보호 대상 예금은 {i + 3}% 늘었다.",
+        }
+        for i in range(30)
+    ]
+    responses = [
+        "예금자보호 한도는 1인당 1억 원입니다.",
+        "보호 대상 예금의 보험금은 2개월 안에 지급됩니다.",
+        "적금 이자는 만기에 받습니다.",
+    ]
+    for response in responses:
+        for query in ("예금자보호 한도는 얼마인가요?", "보험금 지급은 언제 시작되나요?"):
+            v = view(response, corpus=corpus, query=query)
+            inventory = ClaimInventory.build(corpus, "ko")  # its donors are cached per turn id
+            scanned = rank_donors(inventory.claims, v, 5)
+            assert inventory.donors(v, 5) == scanned
+            assert scanned  # the probe finds donors

@@ -21,6 +21,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from functools import lru_cache
 
 import numpy as np
 
@@ -47,6 +48,7 @@ def _features(text: str, ngrams: list[int], version: int = 1) -> Counter:
     return feats
 
 
+@lru_cache(maxsize=1 << 16)  # n-grams and words recur across texts: one digest each (~1 M per detect stage)
 def _bucket(feature: str, dim: int) -> tuple[int, float]:
     h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
     return h % dim, (1.0 if (h >> 63) & 1 else -1.0)

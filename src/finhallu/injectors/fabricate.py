@@ -17,6 +17,7 @@ whose figure is one of the evidence's quantities, changed (`compose`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Set as AbstractSet
 
 import hashlib
@@ -138,6 +139,7 @@ class ClaimInventory:
     lang: str
     claims: list[Claim]
     _cache: dict = field(default_factory=dict, repr=False)
+    _postings: dict[str, list[int]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, rows: list[dict], lang: str) -> "ClaimInventory":
@@ -153,8 +155,18 @@ class ClaimInventory:
     def donors(self, view, k: int = DONORS_PER_TURN) -> list[str]:
         key = (view.turn.get("turn_id"), view.turn.get("response"))
         if key not in self._cache:
-            self._cache[key] = rank_donors(self.claims, view, k)
+            self._cache[key] = rank_donors(self.claims, view, k, self.postings())
         return self._cache[key]
+
+    def postings(self) -> dict[str, list[int]]:
+        """Each content word's claims (indices in order): a turn's donors are looked up by its topic's
+        words, not by scanning every claim of the split (turns x claims grew with the square of the corpus)."""
+        if self._postings is None:
+            self._postings = {}
+            for i, c in enumerate(self.claims):
+                for w in c.words:
+                    self._postings.setdefault(w, []).append(i)
+        return self._postings
 
 
 def inventories(passages, splits: list[str]) -> dict[tuple[str, str, str], ClaimInventory]:
@@ -185,16 +197,21 @@ def _tie(text: str, salt: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{salt}|{text}".encode()).digest()[:4], "big")
 
 
-def rank_donors(claims: list[Claim], view, k: int) -> list[str]:
+def rank_donors(claims: list[Claim], view, k: int, postings: dict[str, list[int]] | None = None) -> list[str]:
     """The k claims most on the turn's topic that its context and history do not hold and that
-    restate no sentence of them; ties broken by a hash of the turn (no corpus order)."""
+    restate no sentence of them; ties broken by a hash of the turn (no corpus order).
+    `postings`: the claims' word index (ClaimInventory.postings), else every claim is looked at."""
     topic = _topic_words(view)
     # Each text normalized on its own (passages recur across turns: cached) and kept apart, so a
     # claim counts as held only when one text holds it, not a join across two of them.
     sources = "\n".join(normalize(t) for t in [*view.evidence, view.history_text])
+    if postings is None:
+        shared_by = {i: len(c.words & topic) for i, c in enumerate(claims)}
+    else:
+        shared_by = Counter(i for w in topic for i in postings.get(w, ()))
     scored = []
-    for c in claims:
-        shared = len(c.words & topic)
+    for i in sorted(shared_by):  # claim order, as a scan has it (equal keys keep it in the sort)
+        c, shared = claims[i], shared_by[i]
         if shared and normalize(c.text) not in sources:
             scored.append((-shared, _tie(c.text, str(view.turn.get("turn_id"))), c))
     scored.sort(key=lambda x: x[:2])
