@@ -30,6 +30,7 @@ from finhallu.flows.rss import RssWatch
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import prepare_gates, run_gate
 from finhallu.llm.runtime import LLMRuntime, use_runtime
+from finhallu.text.morpheme_cache import use_morpheme_cache
 from finhallu.stages.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog
 
@@ -93,6 +94,7 @@ def main() -> None:
         metavar="N",
         help="print the N source lines holding the most memory when the stage returns (slows the run 2-3x)",
     )
+    ap.add_argument("--no-morpheme-cache", action="store_true", help="analyse every Korean text afresh (a cold build's cost)")
     ap.add_argument("--gate", action="store_true", help="then gate the outputs as a build does; print seconds and memory")
     args = ap.parse_args()
     stage = STAGES_BY_NAME[args.stage]
@@ -111,7 +113,7 @@ def main() -> None:
         tracemalloc.start(1)
         watcher.start()
     t0 = time.perf_counter()
-    with use_runtime(runtime):
+    with use_runtime(runtime), use_morpheme_cache(None if args.no_morpheme_cache else args.home / "cache"):
         if prof:
             prof.enable()
         outputs = stage.run(frames, ctx)

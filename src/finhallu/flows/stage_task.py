@@ -22,6 +22,7 @@ from finhallu.flows.rss import RssWatch
 from finhallu.flows.stage_report import publish_stage_summary
 from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
+from finhallu.text.morpheme_cache import use_morpheme_cache
 from finhallu.progress import reporter
 from finhallu.flows.publish import gate_outputs, publish_gated
 from finhallu.codeversion import source_hash
@@ -109,7 +110,7 @@ def _execute(
     runtime = LLMRuntime.for_home(Path(home), cfg.llm, stage.name)
     stopped = True  # until the stage returns: a rejected key or a spent failure budget stops it
     try:
-        with use_runtime(runtime):
+        with use_runtime(runtime), use_morpheme_cache(ctx.cache_dir):
             outputs = stage.run(frames, ctx)
         stopped = False
     finally:  # spent money is recorded even when the stage or its gate fails

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 import re
 
 from finhallu.injectors import Injected, TurnView, entities, register_leaf, register_type
@@ -96,11 +97,17 @@ def _restated(view: TurnView) -> int:
     )
 
 
+@lru_cache(maxsize=1 << 14)  # asked of each turn once per subtype while a dialogue is planned
+def _density(resp: str, lang: str) -> int:
+    """How many numbers and financial terms a response states."""
+    return len(find_numbers(resp)) + sum(1 for a, _ in TERMS[lang] if a in resp)
+
+
 def _prefers(view: TurnView, subtype: str | None = None) -> float:
     """Turn choice by type: dense in numbers or financial terms; Inconsistency: turns restating
     earlier statements (reconfirm turns first); entity_error: turns naming entities."""
     resp = view.turn["response"]
-    dense = len(find_numbers(resp)) + sum(1 for a, _ in TERMS[view.lang] if a in resp)
+    dense = _density(resp, view.lang)
     if subtype == "inconsistency":
         return 3 * (view.turn["kind"] == "reconfirm") + _restated(view)
     if subtype == "entity_error" and view.entities is not None:
