@@ -13,7 +13,14 @@ import sys
 
 MEMO_MIN_SIZE = 64  # an lru_cache this large or unbounded memoizes per-text results, not a resource
 # Where per-text memos live (code hashes, prompt templates and schemas elsewhere stay cached)
-PER_TEXT_PACKAGES = ("finhallu.text.", "finhallu.detectors.", "finhallu.injectors.", "finhallu.labelcheck.", "finhallu.stages.")
+PER_TEXT_PACKAGES = (
+    "finhallu.text.",
+    "finhallu.detectors.",
+    "finhallu.injectors.",
+    "finhallu.labelcheck.",
+    "finhallu.stages.",
+    "finhallu.embedders.",  # the hashing embedder's feature buckets
+)
 
 
 def clear_memos() -> int:
