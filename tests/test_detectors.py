@@ -601,3 +601,38 @@ def test_a_remote_detector_runs_while_the_offline_ones_compute_and_its_run_is_sh
     assert scores == pytest.approx(
         {"waits_on_a_model/s1": 0.9, "waits_on_a_model/s2": 0.9, "computes_here/s1": 0.1, "computes_here/s2": 0.1}
     )
+
+
+def test_grounding_findings_of_an_earlier_build_are_read_not_recomputed(tmp_path, monkeypatch):
+    """Per-item caching inside the detect stage (issue 19): findings are kept by their sample's
+    content and the grounding code's version; a rebuild computes only the new samples'."""
+    from finhallu.detectors import grounding
+    from finhallu.fanout import InProcess
+    from finhallu.result_cache import ResultCache, cached_map
+
+    class Counting(InProcess):
+        computed: list = []
+
+        def map(self, fn, items, name="", min_items=None):
+            type(self).computed += list(items)
+            return super().map(fn, items, name, min_items)
+
+    first = [sample(GROUNDED), sample(NUMBER_ERROR), sample(FABRICATED)]
+    fresh = [grounding._findings(*grounding._findings_key(s, True, None)) for s in first]
+    grounding.clear_memo()
+    assert grounding.prefetch_findings([(s, True, None) for s in first], Counting(), tmp_path) == 0
+    assert len(Counting.computed) == 3
+    grounding.clear_memo()  # the next build's process
+    Counting.computed = []
+    later = first + [sample(REFUSAL)]
+    assert grounding.prefetch_findings([(s, True, None) for s in later], Counting(), tmp_path) == 3
+    assert [k[0] for k in Counting.computed] == [REFUSAL]  # only the new sample computed
+    assert [grounding.findings(s) for s in first] == fresh  # read back as computed
+    assert grounding.findings(first[1]).missing_numbers or grounding.findings(first[1]).contradicted
+    grounding.clear_memo()
+    # other code (another version of the grounding modules) reuses nothing
+    other = ResultCache(tmp_path / "results.sqlite", "findings", "another-version")
+    assert other.get([]) == {} and other.count() == 0
+    results, reused = cached_map(lambda part: [len(p) for p in part], ["a", "bb"], other)
+    assert (results, reused) == ([1, 2], 0)
+    assert cached_map(lambda part: [0 for _ in part], ["bb", "a", "ccc"], other) == ([2, 1, 0], 2)

@@ -19,10 +19,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 from finhallu.detectors.attribution import misattributed_figures
 from finhallu.detectors.periods import misplaced_figures, years
+from finhallu.codeversion import code_hash
 from finhallu.fanout import Fanout
+from finhallu.result_cache import CACHE_FILE as RESULTS_FILE, ResultCache, cached_map
 from finhallu.detectors import Detection, looks_like_refusal
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers, number_keys
@@ -467,14 +470,24 @@ def findings(sample: dict, use_history: bool = True, max_passages: int | None = 
     return found
 
 
-def prefetch_findings(requests: list[tuple[dict, bool, int | None]], fanout: Fanout) -> None:
+def prefetch_findings(requests: list[tuple[dict, bool, int | None]], fanout: Fanout, cache_dir: Path | None = None) -> int:
     """The findings of each (sample, use_history, max_passages), those not yet memoized computed in
     partitions by `fanout` (over a Dask cluster's workers when the build runs on one) and memoized
-    for the detectors that ask."""
+    for the detectors that ask. With `cache_dir` (the home's cache folder), findings an earlier
+    build computed with this code are read from its result cache (finhallu.result_cache), and the
+    new ones added: a rebuild after new filings computes those of new or changed samples only.
+    Returns how many came from that cache."""
     keys = list(dict.fromkeys(_findings_key(s, h, m) for s, h, m in requests))
     todo = [k for k in keys if k not in _FINDINGS]
-    for key, found in zip(todo, fanout.map(findings_of_keys, todo, name="findings")):
-        _remember(key, found)
+    cache = ResultCache(cache_dir / RESULTS_FILE, "findings", code_hash(__name__)) if cache_dir is not None and todo else None
+    try:
+        found, reused = cached_map(lambda part: fanout.map(findings_of_keys, part, name="findings"), todo, cache)
+    finally:
+        if cache is not None:
+            cache.close()
+    for key, f in zip(todo, found):
+        _remember(key, f)
+    return reused
 
 
 _FindingsKey = tuple[str, tuple[str, ...], tuple[str, ...], str]

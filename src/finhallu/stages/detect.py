@@ -90,7 +90,7 @@ def _detection_rows(items: list[dict], plan: list, in_flight: dict, eval_id: str
     if wanted:
         from finhallu.detectors.grounding import prefetch_findings
 
-        prefetch_findings(wanted, ctx.fanout)
+        prefetch_findings(wanted, ctx.fanout, ctx.cache_dir)
     rows: list[DetectionsRow] = []
     # The offline detectors first, the remote ones' results when they are in (rows are sorted below).
     for done, (name, det, params) in enumerate(sorted(plan, key=lambda p: p[0] in in_flight), 1):

@@ -1,0 +1,92 @@
+"""Results of pure per-item work kept across builds (issue "paper scale and beyond": per-item
+caching inside stages, keyed by the item's own content and the code that made the result).
+
+A stage's Prefect cache key covers its whole input table, so one new document reruns every row of
+every later stage. Work whose result depends only on its item (the fan-out contract,
+finhallu.fanout: the numeric grounding findings of a (response, passages, evidence, question))
+is stored here by a digest of the item, under a namespace and the code version of the function's
+module closure (finhallu.codeversion): a rebuild computes only the items it has not seen with
+this code. Results are pickled; the file lives in the home's cache folder
+(`<home>/cache/results.sqlite`, SQLite WAL) and deleting it only costs time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import pickle
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+CACHE_FILE = "results.sqlite"
+
+
+def item_digest(item: Any) -> bytes:
+    """A digest of an item made of str, bytes, int, float, bool, None, tuples and lists (marshal's
+    bytes of those are canonical for one interpreter version)."""
+    return hashlib.blake2b(marshal.dumps(item), digest_size=16).digest()
+
+
+class ResultCache:
+    """(namespace, version, item digest) -> pickled result."""
+
+    def __init__(self, path: Path, namespace: str, version: str):
+        self.path, self.namespace, self.version = Path(path), namespace, version
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._con = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        with self._lock, self._con as con:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS results (namespace TEXT NOT NULL, version TEXT NOT NULL, item BLOB NOT NULL, "
+                "result BLOB NOT NULL, PRIMARY KEY (namespace, version, item)) WITHOUT ROWID"
+            )
+
+    def get(self, digests: Sequence[bytes]) -> dict[bytes, Any]:
+        out: dict[bytes, Any] = {}
+        keys = list(dict.fromkeys(digests))
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                part = keys[i : i + 500]
+                q = (
+                    "SELECT item, result FROM results WHERE namespace = ? AND version = ? "
+                    f"AND item IN ({','.join('?' * len(part))})"
+                )
+                for item, blob in self._con.execute(q, [self.namespace, self.version, *part]):
+                    out[item] = pickle.loads(blob)
+        return out
+
+    def put(self, items: Sequence[tuple[bytes, Any]]) -> None:
+        if not items:
+            return
+        rows = [(self.namespace, self.version, d, pickle.dumps(r, protocol=5)) for d, r in items]
+        with self._lock, self._con as con:
+            con.executemany("INSERT OR REPLACE INTO results (namespace, version, item, result) VALUES (?, ?, ?, ?)", rows)
+
+    def count(self) -> int:
+        with self._lock:
+            q = "SELECT COUNT(*) FROM results WHERE namespace = ? AND version = ?"
+            return self._con.execute(q, [self.namespace, self.version]).fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+
+def cached_map(
+    compute: Callable[[list[Any]], list[Any]], items: Sequence[Any], cache: ResultCache | None
+) -> tuple[list[Any], int]:
+    """`compute` (a fan-out map: one result per item, in order) over the items the cache lacks;
+    (every item's result in order, how many came from the cache)."""
+    if cache is None:
+        return compute(list(items)), 0
+    digests = [item_digest(i) for i in items]
+    found = cache.get(digests)
+    todo = [k for k, d in enumerate(digests) if d not in found]
+    fresh = compute([items[k] for k in todo]) if todo else []
+    cache.put([(digests[k], r) for k, r in zip(todo, fresh)])
+    by_position = dict(zip(todo, fresh))
+    return [by_position[k] if k in by_position else found[d] for k, d in enumerate(digests)], len(items) - len(todo)
