@@ -120,6 +120,7 @@ def main() -> None:
         if prof:
             prof.disable()
     seconds = time.perf_counter() - t0
+    runtime.close()
     held = tracemalloc.take_snapshot() if watcher else None  # the stage's memos still live
     if watcher:
         watcher.done.set()

@@ -567,3 +567,35 @@ print("answered")
     assert proc.returncode == 0 and "answered" in proc.stdout, proc.stderr[-2000:]
     assert stub.count("chat") == 1 and stub.count("generate") == 1
     assert "Unclosed" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_rules_answers_are_kept_across_builds_by_operation_code_and_inputs(tmp_path, monkeypatch):
+    """The offline backend's answers of a stage are stored in the home's result cache: a later
+    build's same call (same operation, role settings, inputs and rules code) is answered from it."""
+    from finhallu.llm.providers.offline import OfflineProvider
+
+    ran: list[dict] = []
+    real = OfflineProvider.run
+
+    def counted(self, op, cfg, lang, inputs):
+        ran.append(inputs)
+        return real(self, op, cfg, lang, inputs)
+
+    monkeypatch.setattr(OfflineProvider, "run", counted)
+    offline = {"j": {"provider": "offline", "model": "rules", "temperature": 0.0}}
+    first_rt = LLMRuntime.for_home(tmp_path, LLMConfig(), "retrieve")
+    first = LLMRouter(offline, first_rt).call("j", OP, **INPUTS)
+    first_rt.close()  # the stage's end writes what is buffered
+    assert len(ran) == 1
+    later_rt = LLMRuntime.for_home(tmp_path, LLMConfig(), "retrieve")  # the next build
+    router = LLMRouter(offline, later_rt)
+    assert router.call("j", OP, **INPUTS) == first and len(ran) == 1  # from the file
+    changed = {**INPUTS, "question": INPUTS["question"] + " 올해는?"}
+    router.call("j", OP, **changed)
+    assert len(ran) == 2  # other inputs: computed
+    router.call("j", OP, **changed)
+    assert len(ran) == 2  # and kept (in the buffer) for the rest of the stage
+    later_rt.close()
+    no_cache = LLMRuntime.for_home(tmp_path / "other", LLMConfig(cache=False), "retrieve")
+    LLMRouter(offline, no_cache).call("j", OP, **INPUTS)
+    assert len(ran) == 3 and no_cache.offline_results is None  # llm.cache: false keeps nothing

@@ -32,10 +32,15 @@ def item_digest(item: Any) -> bytes:
 class ResultCache:
     """(namespace, version, item digest) -> pickled result."""
 
-    def __init__(self, path: Path, namespace: str, version: str):
+    def __init__(self, path: Path, namespace: str, version: str, buffer: int = 0):
+        """`buffer`: results put one at a time are written in batches of this many (a transaction
+        each), and on `flush`/`close`; 0 writes each `put` at once."""
         self.path, self.namespace, self.version = Path(path), namespace, version
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self.buffer = buffer
+        self._pending: dict[bytes, bytes] = {}
+        self._known: set[bytes] | None = None  # the digests stored, read at the first `get`
         self._con = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
         with self._lock, self._con as con:
             con.execute("PRAGMA journal_mode=WAL")
@@ -49,6 +54,11 @@ class ResultCache:
         out: dict[bytes, Any] = {}
         keys = list(dict.fromkeys(digests))
         with self._lock:
+            out.update((d, pickle.loads(self._pending[d])) for d in keys if d in self._pending)
+            if self._known is None:  # one read of the digests spares a query per miss (most items of a first build)
+                q = "SELECT item FROM results WHERE namespace = ? AND version = ?"
+                self._known = {d for (d,) in self._con.execute(q, [self.namespace, self.version])}
+            keys = [d for d in keys if d not in out and d in self._known]
             for i in range(0, len(keys), 500):
                 part = keys[i : i + 500]
                 q = (
@@ -62,9 +72,23 @@ class ResultCache:
     def put(self, items: Sequence[tuple[bytes, Any]]) -> None:
         if not items:
             return
-        rows = [(self.namespace, self.version, d, pickle.dumps(r, protocol=5)) for d, r in items]
-        with self._lock, self._con as con:
-            con.executemany("INSERT OR REPLACE INTO results (namespace, version, item, result) VALUES (?, ?, ?, ?)", rows)
+        with self._lock:
+            self._pending.update((d, pickle.dumps(r, protocol=5)) for d, r in items)
+            if len(self._pending) >= self.buffer:
+                self._write()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._write()
+
+    def _write(self) -> None:
+        rows = [(self.namespace, self.version, d, blob) for d, blob in self._pending.items()]
+        if self._known is not None:
+            self._known.update(self._pending)
+        if rows:
+            with self._con as con:
+                con.executemany("INSERT OR REPLACE INTO results (namespace, version, item, result) VALUES (?, ?, ?, ?)", rows)
+        self._pending.clear()
 
     def count(self) -> int:
         with self._lock:
@@ -73,6 +97,7 @@ class ResultCache:
 
     def close(self) -> None:
         with self._lock:
+            self._write()
             self._con.close()
 
 

@@ -113,6 +113,7 @@ def _execute(
         with use_runtime(runtime), use_morpheme_cache(ctx.cache_dir):
             outputs = stage.run(frames, ctx)
         stopped = False
+        runtime.close()  # the rules' answers still buffered, written while the stage's result stands
     finally:  # spent money is recorded even when the stage or its gate fails
         catalog.record_llm_calls(build_id, stage.name, runtime.ledger.rows())
         summary = runtime.ledger.summary()

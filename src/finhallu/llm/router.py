@@ -14,11 +14,14 @@ import atexit
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from finhallu.codeversion import code_hash
+from finhallu.result_cache import item_digest
 from finhallu.llm.errors import ProviderError, UndeclaredCallError
 from finhallu.llm.operations import OPERATIONS
 from finhallu.llm.parallel import call_round, old_objects_frozen, sending
@@ -219,7 +222,26 @@ class LLMRouter:
 
     def _offline(self, role: str, op_name: str, inputs: dict):
         op = OPERATIONS[op_name]
-        return get_provider("offline").run(op, self.role_config(role), inputs.get("lang", "ko"), inputs)
+        cfg = self.role_config(role)
+        run = lambda: get_provider("offline").run(op, cfg, inputs.get("lang", "ko"), inputs)  # noqa: E731
+        rt = self.runtime
+        results = rt.offline_results
+        if results is None or rt.offline_cheap(op_name):
+            return run()
+        # The rules answer is a function of the operation's code and its inputs (as the call cache
+        # holds for a model's): kept by both, so a rebuild answers unchanged items from the file.
+        try:
+            digest = item_digest((op_name, code_hash(op.rules.__module__), sorted(cfg.items()), inputs))
+        except ValueError:  # an input marshal cannot write (a callable, an object): not kept
+            return run()
+        hit = results.get([digest])
+        if digest in hit:
+            return hit[digest]
+        started = time.perf_counter()
+        out = run()
+        rt.offline_timed(op_name, time.perf_counter() - started)
+        results.put([(digest, out)])
+        return out
 
     def _estimate(self, role: str, op_name: str, inputs: dict, chain: int = 0):
         """A dry run's call: the rules backend answers (once per prompt, as the call cache would);

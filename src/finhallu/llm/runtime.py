@@ -27,6 +27,7 @@ from typing import NoReturn
 
 from finhallu.clients.http import RetryPolicy
 from finhallu.llm.cache import CallCache
+from finhallu.result_cache import CACHE_FILE as RESULTS_FILE, ResultCache
 from finhallu.llm.errors import BatchPending, FailureBudgetExceeded, KeyRejected, LLMError, ProviderError
 from finhallu.llm.keys import PLACEHOLDER_KEY, mask, resolve_key_source
 from finhallu.llm.ledger import CallRecord, Ledger, cost_usd
@@ -52,6 +53,10 @@ class _Call:
     failed_before: bool = False  # the cache holds a failure of its key (a --retry-failed rerun): cleared on success
 
 
+OFFLINE_SAMPLE = 20  # rules answers timed before an operation may be judged too cheap to keep
+OFFLINE_KEEP_MIN_S = 0.0005
+
+
 class LLMRuntime:
     def __init__(
         self,
@@ -72,6 +77,9 @@ class LLMRuntime:
         self._estimate_lock = threading.Lock()
         self.estimated_answers: dict[str, str] | None = None  # prompt digest -> the rules' answer (replay)
         self.cache = cache
+        # The rules backend's answers, kept across builds (finhallu.result_cache): set by for_home.
+        self.offline_results: ResultCache | None = None
+        self._offline_cost: dict[str, tuple[int, float]] = {}  # operation -> (answers computed, seconds)
         self.stage = stage
         self.ledger = Ledger()
         self.sleep, self.rng = sleep, rng
@@ -96,7 +104,28 @@ class LLMRuntime:
     @classmethod
     def for_home(cls, home: Path, settings, stage: str) -> "LLMRuntime":
         cache = CallCache(Path(home) / "cache" / "llm_calls.sqlite") if settings.cache else None
-        return cls(settings, cache, stage)
+        rt = cls(settings, cache, stage)
+        if settings.cache:
+            rt.offline_results = ResultCache(Path(home) / "cache" / RESULTS_FILE, "offline-operations", "1", buffer=2000)
+        return rt
+
+    def offline_timed(self, op_name: str, seconds: float) -> None:
+        n, total = self._offline_cost.get(op_name, (0, 0.0))
+        self._offline_cost[op_name] = (n + 1, total + seconds)
+
+    def offline_cheap(self, op_name: str) -> bool:
+        """Whether an operation's rules answer faster than keeping the answer costs (digest, pickle,
+        write: ~0.06 ms): after OFFLINE_SAMPLE answers computed in this stage at under
+        OFFLINE_KEEP_MIN_S each on average, its answers are neither looked up nor kept (what is kept
+        never changes an answer; this only decides what is worth keeping)."""
+        n, total = self._offline_cost.get(op_name, (0, 0.0))
+        return n >= OFFLINE_SAMPLE and total / n < OFFLINE_KEEP_MIN_S
+
+    def close(self) -> None:
+        """Write what the stage's caches still hold in memory (the end of a stage task)."""
+        if self.offline_results is not None:
+            self.offline_results.close()
+            self.offline_results = None
 
     # ---- keys, limits, prices -----------------------------------------------------------
     def key_for(self, role: str, cfg: dict) -> str | None:
