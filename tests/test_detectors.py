@@ -636,3 +636,25 @@ def test_grounding_findings_of_an_earlier_build_are_read_not_recomputed(tmp_path
     results, reused = cached_map(lambda part: [len(p) for p in part], ["a", "bb"], other)
     assert (results, reused) == ([1, 2], 0)
     assert cached_map(lambda part: [0 for _ in part], ["bb", "a", "ccc"], other) == ([2, 1, 0], 2)
+
+
+def test_a_damaged_cache_file_costs_time_not_the_build(tmp_path, caplog):
+    """A results or morphemes file SQLite cannot open is left alone (a warning naming it): the
+    work is done without it and the answers are the same."""
+    from finhallu.detectors import grounding
+    from finhallu.fanout import InProcess
+    from finhallu.text import sentences
+    from finhallu.text.morpheme_cache import use_morpheme_cache
+
+    for name in ("results.sqlite", "morphemes.sqlite"):
+        (tmp_path / name).write_bytes(b"not a database, " * 512)
+    s = sample(NUMBER_ERROR)
+    grounding.clear_memo()
+    expected = grounding._findings(*grounding._findings_key(s, True, None))
+    with caplog.at_level("WARNING", logger="finhallu.cache"):
+        assert grounding.prefetch_findings([(s, True, None)], InProcess(), tmp_path) == 0
+        with use_morpheme_cache(tmp_path) as cache:
+            morphs = sentences.tokenize_korean("예금자보호 한도는 5천만 원입니다.")
+    assert grounding.findings(s) == expected and cache is None and morphs
+    assert "results.sqlite: not used" in caplog.text and "morphemes.sqlite: not used" in caplog.text
+    grounding.clear_memo()

@@ -13,6 +13,7 @@ this code. Results are pickled; the file lives in the home's cache folder
 from __future__ import annotations
 
 import hashlib
+import logging
 import marshal
 import pickle
 import sqlite3
@@ -66,7 +67,10 @@ class ResultCache:
                     f"AND item IN ({','.join('?' * len(part))})"
                 )
                 for item, blob in self._con.execute(q, [self.namespace, self.version, *part]):
-                    out[item] = pickle.loads(blob)
+                    try:
+                        out[item] = pickle.loads(blob)
+                    except Exception:  # a damaged entry is a miss: computed again and rewritten
+                        continue
         return out
 
     def put(self, items: Sequence[tuple[bytes, Any]]) -> None:
@@ -99,6 +103,16 @@ class ResultCache:
         with self._lock:
             self._write()
             self._con.close()
+
+
+def open_result_cache(path: Path, namespace: str, version: str, buffer: int = 0) -> ResultCache | None:
+    """The cache at `path`, or None (with a warning) where the file is not a database SQLite can
+    open (damaged, or not ours): a cache only saves time, so the work is done without it."""
+    try:
+        return ResultCache(path, namespace, version, buffer)
+    except sqlite3.DatabaseError as exc:
+        logging.getLogger("finhallu.cache").warning(f"{path}: not used ({exc}); delete it to start a new one")
+        return None
 
 
 def cached_map(

@@ -25,7 +25,7 @@ from finhallu.detectors.attribution import misattributed_figures
 from finhallu.detectors.periods import misplaced_figures, years
 from finhallu.codeversion import code_hash
 from finhallu.fanout import Fanout
-from finhallu.result_cache import CACHE_FILE as RESULTS_FILE, ResultCache, cached_map
+from finhallu.result_cache import CACHE_FILE as RESULTS_FILE, cached_map, open_result_cache
 from finhallu.detectors import Detection, looks_like_refusal
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers, number_keys
@@ -479,7 +479,9 @@ def prefetch_findings(requests: list[tuple[dict, bool, int | None]], fanout: Fan
     Returns how many came from that cache."""
     keys = list(dict.fromkeys(_findings_key(s, h, m) for s, h, m in requests))
     todo = [k for k in keys if k not in _FINDINGS]
-    cache = ResultCache(cache_dir / RESULTS_FILE, "findings", code_hash(__name__)) if cache_dir is not None and todo else None
+    cache = (
+        open_result_cache(cache_dir / RESULTS_FILE, "findings", code_hash(__name__)) if cache_dir is not None and todo else None
+    )
     try:
         found, reused = cached_map(lambda part: fanout.map(findings_of_keys, part, name="findings"), todo, cache)
     finally:

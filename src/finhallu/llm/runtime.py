@@ -27,7 +27,7 @@ from typing import NoReturn
 
 from finhallu.clients.http import RetryPolicy
 from finhallu.llm.cache import CallCache
-from finhallu.result_cache import CACHE_FILE as RESULTS_FILE, ResultCache
+from finhallu.result_cache import CACHE_FILE as RESULTS_FILE, ResultCache, open_result_cache
 from finhallu.llm.errors import BatchPending, FailureBudgetExceeded, KeyRejected, LLMError, ProviderError
 from finhallu.llm.keys import PLACEHOLDER_KEY, mask, resolve_key_source
 from finhallu.llm.ledger import CallRecord, Ledger, cost_usd
@@ -106,7 +106,7 @@ class LLMRuntime:
         cache = CallCache(Path(home) / "cache" / "llm_calls.sqlite") if settings.cache else None
         rt = cls(settings, cache, stage)
         if settings.cache:
-            rt.offline_results = ResultCache(Path(home) / "cache" / RESULTS_FILE, "offline-operations", "1", buffer=2000)
+            rt.offline_results = open_result_cache(Path(home) / "cache" / RESULTS_FILE, "offline-operations", "1", buffer=2000)
         return rt
 
     def offline_timed(self, op_name: str, seconds: float) -> None:

@@ -17,6 +17,7 @@ elsewhere (tests, a Dask worker) texts are analysed as before.
 from __future__ import annotations
 
 import hashlib
+import logging
 import marshal
 import sqlite3
 import threading
@@ -120,7 +121,12 @@ def active_cache() -> MorphemeCache | None:
 def use_morpheme_cache(cache_dir: Path | None) -> Iterator[MorphemeCache | None]:
     """Analyses read from and added to `<cache_dir>/morphemes.sqlite` while this holds (None: no cache).
     Threads a stage starts with a copy of the context (llm.parallel) see it too."""
-    cache = MorphemeCache(Path(cache_dir) / CACHE_FILE) if cache_dir is not None else None
+    cache = None
+    if cache_dir is not None:
+        try:
+            cache = MorphemeCache(Path(cache_dir) / CACHE_FILE)
+        except sqlite3.DatabaseError as exc:  # damaged or not ours: the analyses are made without it
+            logging.getLogger("finhallu.cache").warning(f"{Path(cache_dir) / CACHE_FILE}: not used ({exc})")
     token = _ACTIVE.set(cache)
     try:
         yield cache
