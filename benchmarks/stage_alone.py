@@ -30,7 +30,7 @@ from finhallu.flows.rss import RssWatch
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import prepare_gates, run_gate
 from finhallu.llm.runtime import LLMRuntime, use_runtime
-from finhallu.text.morpheme_cache import use_morpheme_cache
+from finhallu.result_cache import use_morpheme_cache
 from finhallu.stages.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog
 

@@ -173,8 +173,9 @@ def test_released_heap_includes_arrow_pool_only_where_pyarrow_is_loaded(monkeypa
 
 
 def test_morphemes_come_from_the_cache_as_kiwi_gave_them(tmp_path, monkeypatch):
-    """A stage's Korean analyses are kept in the home's cache folder: a later stage or build reads
+    """A stage's Korean analyses are kept in the home's result cache: a later stage or build reads
     them instead of running Kiwi again, and gets exactly what Kiwi returned."""
+    from finhallu.result_cache import use_morpheme_cache
     from finhallu.text import morpheme_cache, sentences
 
     texts = [
@@ -184,7 +185,7 @@ def test_morphemes_come_from_the_cache_as_kiwi_gave_them(tmp_path, monkeypatch):
         "예금자보호 한도는 1인당 5천만 원입니다.",
     ]
     fresh = [[(m.form, m.tag, m.start, m.len) for m in sentences.kiwi().tokenize(t)] for t in texts]
-    with morpheme_cache.use_morpheme_cache(tmp_path) as cache:
+    with use_morpheme_cache(tmp_path) as cache:
         first = sentences.tokenize_korean_many(texts)
         assert cache is not None and cache.count() == 3  # distinct texts, each stored once
     assert [[tuple(m) for m in ms] for ms in first] == fresh
@@ -193,14 +194,15 @@ def test_morphemes_come_from_the_cache_as_kiwi_gave_them(tmp_path, monkeypatch):
         raise AssertionError("Kiwi ran for a text the cache holds")
 
     monkeypatch.setattr(sentences, "kiwi", no_kiwi)
-    with morpheme_cache.use_morpheme_cache(tmp_path):  # a later stage: a new connection to the same file
+    with use_morpheme_cache(tmp_path):  # a later stage: a new connection to the same file
         again = sentences.tokenize_korean_many(texts)
         single = sentences.tokenize_korean(texts[1])
     assert again == first and single == first[1]
     assert [m.form for m in single][:2] == [fresh[1][0][0], fresh[1][1][0]]
     # another analyser (a new kiwipiepy or model) finds none of them
     monkeypatch.setattr(morpheme_cache, "analyser_id", lambda: "kiwipiepy-other")
-    assert morpheme_cache.MorphemeCache(tmp_path / morpheme_cache.CACHE_FILE).get(texts) == {}
+    with use_morpheme_cache(tmp_path):
+        assert morpheme_cache.stored(texts) == {}
     with pytest.raises(AssertionError, match="Kiwi ran"):
-        with morpheme_cache.use_morpheme_cache(tmp_path):
+        with use_morpheme_cache(tmp_path):
             sentences.tokenize_korean_many(texts[:1])

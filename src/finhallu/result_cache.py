@@ -18,8 +18,12 @@ import marshal
 import pickle
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
+
+from finhallu.text import morpheme_cache
+from finhallu.text.morpheme_cache import use_morpheme_store
 
 CACHE_FILE = "results.sqlite"
 
@@ -96,6 +100,7 @@ class ResultCache:
 
     def count(self) -> int:
         with self._lock:
+            self._write()
             q = "SELECT COUNT(*) FROM results WHERE namespace = ? AND version = ?"
             return self._con.execute(q, [self.namespace, self.version]).fetchone()[0]
 
@@ -129,3 +134,18 @@ def cached_map(
     cache.put([(digests[k], r) for k, r in zip(todo, fresh)])
     by_position = dict(zip(todo, fresh))
     return [by_position[k] if k in by_position else found[d] for k, d in enumerate(digests)], len(items) - len(todo)
+
+
+@contextmanager
+def use_morpheme_cache(cache_dir: Path | None) -> Iterator[ResultCache | None]:
+    """Kiwi's analyses (text/morpheme_cache.py) read from and kept in the home's result cache under
+    `cache_dir` while this holds, by the analyser's versions and the text's digest (None: none)."""
+    store = None
+    if cache_dir is not None:
+        store = open_result_cache(Path(cache_dir) / CACHE_FILE, "kiwi-morphemes", morpheme_cache.analyser_id(), buffer=2000)
+    try:
+        with use_morpheme_store(store):
+            yield store
+    finally:
+        if store is not None:
+            store.close()

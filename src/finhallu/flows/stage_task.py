@@ -22,7 +22,7 @@ from finhallu.flows.rss import RssWatch
 from finhallu.flows.stage_report import publish_stage_summary
 from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
-from finhallu.text.morpheme_cache import use_morpheme_cache
+from finhallu.result_cache import use_morpheme_cache
 from finhallu.progress import reporter
 from finhallu.flows.publish import gate_outputs, publish_gated
 from finhallu.codeversion import source_hash

@@ -4,31 +4,26 @@ Kiwi is the costliest text analysis a build makes: at 544 documents a third of t
 (the entity inventories read every passage of a split; the turns' answers are read for their
 entities), and assemble and the label checks read the same answers again. A rebuild after new
 filings reads the same passages and mostly the same answers. So the morphemes of each text are
-stored, content-addressed, in a SQLite (WAL) file under the home's cache folder
-(`<home>/cache/morphemes.sqlite`), keyed by the analyser (kiwipiepy and its model's versions,
-default options) and a digest of the text: a stage analyses only the texts no earlier stage or
-build has. A stored analysis is exactly what Kiwi returned (form, tag, start, length of each
-morpheme), so outputs are the same with or without the file.
+kept in a store, by the analyser (kiwipiepy and its model's versions, default options) and a
+digest of the text: a stage analyses only the texts no earlier stage or build has. A stored
+analysis is exactly what Kiwi returned (form, tag, start, length of each morpheme), so outputs
+are the same with or without a store.
 
-The cache is active while `use_morpheme_cache(dir)` holds (a build's stage task, benchmarks);
-elsewhere (tests, a Dask worker) texts are analysed as before.
+This module (below everything, like all of text/) holds the format and the store of the running
+stage (a context variable); the store itself is the home's result cache, which a build's stage
+task sets with `finhallu.result_cache.use_morpheme_cache`. Without one (tests, a Dask worker)
+texts are analysed as before.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import marshal
-import sqlite3
-import threading
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-from pathlib import Path
-from typing import Iterator, NamedTuple
-
-CACHE_FILE = "morphemes.sqlite"
+from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 
 
 class Morph(NamedTuple):
@@ -64,73 +59,39 @@ def _decode(blob: bytes) -> Morphs:
     return tuple(Morph(*m) for m in marshal.loads(zlib.decompress(blob)))
 
 
-class MorphemeCache:
-    """(analyser, text digest) -> morphemes, in SQLite with WAL (one connection, shared by the
-    stage's threads under a lock)."""
+class MorphemeStore(Protocol):
+    """Where analyses are kept (finhallu.result_cache.ResultCache): values by 16-byte digest."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._con = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-        with self._lock, self._con as con:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS morphemes (analyser TEXT NOT NULL, text_key BLOB NOT NULL, "
-                "morphs BLOB NOT NULL, PRIMARY KEY (analyser, text_key)) WITHOUT ROWID"
-            )
+    def get(self, digests: Sequence[bytes]) -> dict[bytes, Any]: ...
 
-    def get(self, texts: list[str]) -> dict[str, Morphs]:
-        """The stored analyses of those texts that have one."""
-        by_key = {_key(t): t for t in dict.fromkeys(texts)}
-        keys = list(by_key)
-        out: dict[str, Morphs] = {}
-        with self._lock:
-            for i in range(0, len(keys), 500):
-                part = keys[i : i + 500]
-                q = f"SELECT text_key, morphs FROM morphemes WHERE analyser = ? AND text_key IN ({','.join('?' * len(part))})"
-                for key, blob in self._con.execute(q, [analyser_id(), *part]):
-                    out[by_key[key]] = _decode(blob)
-        return out
-
-    def put(self, items: list[tuple[str, Morphs]]) -> None:
-        if not items:
-            return
-        rows = [(analyser_id(), _key(t), _encode(m)) for t, m in items]
-        with self._lock, self._con as con:
-            con.executemany("INSERT OR REPLACE INTO morphemes (analyser, text_key, morphs) VALUES (?, ?, ?)", rows)
-
-    def count(self) -> int:
-        with self._lock:
-            return self._con.execute("SELECT COUNT(*) FROM morphemes WHERE analyser = ?", [analyser_id()]).fetchone()[0]
-
-    def close(self) -> None:
-        with self._lock:
-            self._con.close()
+    def put(self, items: Sequence[tuple[bytes, Any]]) -> None: ...
 
 
-_ACTIVE: ContextVar[MorphemeCache | None] = ContextVar("finhallu_morpheme_cache", default=None)
-
-
-def active_cache() -> MorphemeCache | None:
-    return _ACTIVE.get()
+_ACTIVE: ContextVar[MorphemeStore | None] = ContextVar("finhallu_morpheme_store", default=None)
 
 
 @contextmanager
-def use_morpheme_cache(cache_dir: Path | None) -> Iterator[MorphemeCache | None]:
-    """Analyses read from and added to `<cache_dir>/morphemes.sqlite` while this holds (None: no cache).
-    Threads a stage starts with a copy of the context (llm.parallel) see it too."""
-    cache = None
-    if cache_dir is not None:
-        try:
-            cache = MorphemeCache(Path(cache_dir) / CACHE_FILE)
-        except sqlite3.DatabaseError as exc:  # damaged or not ours: the analyses are made without it
-            logging.getLogger("finhallu.cache").warning(f"{Path(cache_dir) / CACHE_FILE}: not used ({exc})")
-    token = _ACTIVE.set(cache)
+def use_morpheme_store(store: MorphemeStore | None) -> Iterator[MorphemeStore | None]:
+    """Analyses read from and added to `store` while this holds (None: none kept). Threads a stage
+    starts with a copy of the context (llm.parallel) see it too."""
+    token = _ACTIVE.set(store)
     try:
-        yield cache
+        yield store
     finally:
         _ACTIVE.reset(token)
-        if cache is not None:
-            cache.close()
+
+
+def stored(texts: list[str]) -> dict[str, Morphs]:
+    """The analyses the running stage's store holds of these texts."""
+    store = _ACTIVE.get()
+    if store is None:
+        return {}
+    by_key = {_key(t): t for t in dict.fromkeys(texts)}
+    return {by_key[k]: _decode(blob) for k, blob in store.get(list(by_key)).items()}
+
+
+def keep(items: list[tuple[str, Morphs]]) -> None:
+    """Add analyses to the running stage's store (if any)."""
+    store = _ACTIVE.get()
+    if store is not None and items:
+        store.put([(_key(t), _encode(m)) for t, m in items])

@@ -12,7 +12,7 @@ import threading
 from functools import lru_cache
 from typing import Iterable
 
-from finhallu.text.morpheme_cache import Morph, Morphs, active_cache
+from finhallu.text.morpheme_cache import Morph, Morphs, keep, stored
 
 _lock = threading.Lock()
 
@@ -115,16 +115,14 @@ def tokenize_korean_many(texts: list[str]) -> list[Morphs]:
     if not texts:
         return []
     texts = [t or "" for t in texts]
-    cache = active_cache()
-    found = cache.get(texts) if cache is not None else {}
+    found = stored(texts)
     todo = [t for t in dict.fromkeys(texts) if t not in found]
     if todo:
         with _lock:
             analysed = kiwi().tokenize(todo) if len(todo) > 1 else [kiwi().tokenize(todo[0])]
             fresh = [(t, tuple(Morph(m.form, m.tag, m.start, m.len) for m in toks)) for t, toks in zip(todo, analysed)]
         found.update(fresh)
-        if cache is not None:
-            cache.put(fresh)
+        keep(fresh)
     return [found[t] for t in texts]
 
 
