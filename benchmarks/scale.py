@@ -9,7 +9,8 @@ demo's two filings. Sizes are multiples of the demo's 34 AI-Hub documents: 1x, 4
 Per size it prints: cold build wall time and peak RSS of the build process (the Prefect API server,
 a separate warm process, is not counted), each stage's seconds and output rows/s, the time per
 document against the smallest size (a stage whose time per document grows is superlinear), then a
-rebuild after ~1 % more documents (its share of the cold time) and an unchanged rebuild.
+rebuild after ~1 % more documents (its share of the cold time, and the share of each rewritten
+table's rows the cold build already had) and an unchanged rebuild.
 
     .venv/bin/python benchmarks/scale.py [--sizes 1,4,16] [--keep DIR]
 
@@ -78,6 +79,34 @@ def stage_stats(home: Path, build_id: str) -> dict[str, tuple[float, int]]:
     return {r["name"]: (r["total_run_time"], int(rows.get(r["name"]) or 0)) for r in runs}
 
 
+def rows_kept(home: Path, before: str, after: str) -> dict[str, float]:
+    """Per table the build `after` wrote, the share of its rows (whole rows, every column) that the
+    table already had as of build `before`: how much of the previous benchmark a rebuild kept."""
+    con = duckdb.connect(str(home / "warehouse.duckdb"), read_only=True)
+    try:
+        written = con.execute("SELECT name, version FROM table_versions WHERE build_id = ?", [after]).fetchall()
+        kept = {}
+        for name, version in written:
+            prev = con.execute(
+                "SELECT max(version) FROM table_versions WHERE name = ? AND version < ? AND created_at <= "
+                "(SELECT max(created_at) FROM table_versions WHERE build_id = ?)",
+                [name, version, before],
+            ).fetchone()[0]
+            if prev is None:
+                continue
+            new, old = (f"read_parquet('{home / 'tables' / name / f'version={v}'}/*.parquet')" for v in (version, prev))
+            # every row carries its table version: compared without it
+            cols = [c[0] for c in con.execute(f"DESCRIBE SELECT * FROM {new}").fetchall()]
+            rows = "SELECT * EXCLUDE (version)" if "version" in cols else "SELECT *"
+            n_new, n_same = con.execute(
+                f"SELECT (SELECT count(*) FROM {new}), (SELECT count(*) FROM ({rows} FROM {new} INTERSECT ALL {rows} FROM {old}))"
+            ).fetchone()
+            kept[name] = n_same / n_new if n_new else 1.0
+    finally:
+        con.close()
+    return kept
+
+
 def profile_for(tmp: Path, corpus: Path) -> Path:
     demo = yaml.safe_load((ROOT / "src" / "finhallu" / "profiles" / "demo.yaml").read_text("utf-8"))
     sources = [({**s, "paths": [str(corpus)]} if s["kind"] == "aihub" else s) for s in demo["ingest"]["sources"]]
@@ -115,6 +144,8 @@ def main() -> None:
             write_corpus(corpus, n + extra)
             inc_wall, _, inc = build(profile_for(tmp, corpus), home)
             print(f"   +{extra} documents ({extra / n:.1%}): {inc_wall:.0f} s = {inc_wall / wall:.0%} of cold; ran {inc['ran']}")
+            kept = rows_kept(home, summary["build_id"], inc["build_id"])
+            print("   rows kept from the cold build: " + ", ".join(f"{t} {f:.1%}" for t, f in sorted(kept.items())))
             same_wall, _, same = build(profile_for(tmp, corpus), home)
             print(f"   unchanged rebuild: {same_wall:.1f} s; ran {same['ran']}")
 

@@ -1111,24 +1111,83 @@ def test_assign_honours_type_weights():
             "false_refusal": 17.1,
         }
     )
-    got = _types(_assign(_items(200), random.Random(1), 1, cfg.weights()))
+    got = _types(_assign(_items(200), (1, "test"), 1, cfg.weights()))
     assert abs(got["contradictory"] - 78) <= 2 and abs(got["false_acceptance"] - 19) <= 2, got
-    balanced = _types(_assign(_items(200), random.Random(1), 1, InjectConfig().weights()))
+    balanced = _types(_assign(_items(200), (1, "test"), 1, InjectConfig().weights()))
     assert max(balanced.values()) - min(balanced.values()) <= 1, balanced
 
 
 def test_unanswerable_share_sets_false_acceptance():
-    got = _types(_assign(_items(200), random.Random(2), 1, InjectConfig(unanswerable_share=0.1).weights()))
+    got = _types(_assign(_items(200), (2, "test"), 1, InjectConfig(unanswerable_share=0.1).weights()))
     assert abs(got["false_acceptance"] - 20) <= 1, got
 
 
 def test_assign_keeps_min_per_subtype_under_small_weights_and_drops_zero_weights():
     weights = InjectConfig(type_weights={"unverifiable": 0.01, "false_refusal": 0}).weights()
-    assigned = _assign(_items(100), random.Random(3), 1, weights)
+    assigned = _assign(_items(100), (3, "test"), 1, weights)
     leaves = Counter(order[0] for _, _, order, _ in assigned)
     assert leaves[("unverifiable", "fabricated_detail")] >= 1 and leaves[("unverifiable", "subjective_opinion")] >= 1
     assert sum(n for lf, n in leaves.items() if lf[0] == "unverifiable") <= 3
     assert all(lf[0] != "false_refusal" for _, _, order, _ in assigned for lf in order)
+
+
+# Leaves a dialogue can carry, drawn per dialogue: rare ones (a quarter of the dialogues) beside
+# common ones, so that balance needs dialogues moved off their first choice.
+_FEASIBLE_SHARE = [0.6, 0.25, 0.8, 0.9, 0.5, 0.5, 1.0]
+
+
+def _uneven_items(ids):
+    inj = SimpleNamespace(name="rules_a")
+    out = []
+    for did in ids:
+        draw = random.Random(did)
+        out.append(({"dialogue_id": did}, inj, {lf: [] for lf, p in zip(LEAVES, _FEASIBLE_SHARE) if draw.random() < p}))
+    return out
+
+
+def _first_leaves(assigned) -> dict:
+    return {d["dialogue_id"]: order[0] for d, _, order, _ in assigned}
+
+
+def test_assignment_keeps_earlier_dialogues_when_dialogues_are_added():
+    # A rebuild with 1 % more documents must not re-label the benchmark: each dialogue's leaf
+    # depends on draws keyed by its own id, and a new dialogue displaces only its chain.
+    weights = InjectConfig(type_weights={"contradictory": 39, "false_acceptance": 9.7}).weights()
+    ids = [f"dlg-{i:04d}" for i in range(600)]
+    before = _first_leaves(_assign(_uneven_items(ids), (7, "test"), 1, weights))
+    after = _first_leaves(_assign(_uneven_items(ids + [f"new-{i}" for i in range(6)]), (7, "test"), 1, weights))
+    same = sum(before[d] == after[d] for d in ids)
+    assert same >= 0.97 * len(ids), same
+    # the input order plays no part
+    shuffled = _uneven_items(ids)
+    random.Random(1).shuffle(shuffled)
+    assert _first_leaves(_assign(shuffled, (7, "test"), 1, weights)) == before
+
+
+def test_assignment_fills_rare_leaves_to_their_share():
+    # number_error's type has 39 % of the split and its two subtypes share it evenly, though
+    # modifier_change fits only a quarter of the dialogues: dialogues that could take either are
+    # moved so that both subtypes, and every type, get their shares.
+    paper = {"contradictory": 39, "unverifiable": 17.1, "irrelevance": 17.1, "false_acceptance": 9.7, "false_refusal": 17.1}
+    weights = InjectConfig(type_weights=paper).weights()
+    assigned = _assign(_uneven_items([f"dlg-{i:04d}" for i in range(600)]), (3, "test"), 1, weights)
+    leaves = Counter(_first_leaves(assigned).values())
+    types = Counter(lf[0] for lf in leaves.elements())
+    for t, w in weights.items():
+        assert abs(types[t] - 600 * w) <= 1, (t, types)
+    assert abs(leaves[("contradictory", "number_error")] - leaves[("contradictory", "modifier_change")]) <= 1, leaves
+
+
+def test_injectors_share_the_test_split_evenly_and_stably():
+    from finhallu.stages.inject import _share_out
+
+    ids = [f"dlg-{i:03d}" for i in range(101)]
+    before = _share_out(ids, ["rules_a", "rules_b"], (5, "test"))
+    counts = Counter(before.values())
+    assert sorted(counts.values()) == [50, 51]
+    after = _share_out(ids + ["dlg-new"], ["rules_a", "rules_b"], (5, "test"))
+    assert sum(before[d] != after[d] for d in ids) <= 1
+    assert sorted(Counter(after.values()).values()) == [51, 51]
 
 
 @pytest.mark.parametrize(

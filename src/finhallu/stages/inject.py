@@ -1,15 +1,18 @@
 """inject: passing dialogues -> `injections` (exactly one injected turn per base dialogue).
 
 Sources: the test split is injected by two sources (the configured injectors; each dialogue by
-one of them, alternately), train and valid by the first. Each injector is an LLM role whose
+one of them, shared out evenly by seeded per-dialogue draws), train and valid by the first. Each injector is an LLM role whose
 operations (`inject_<type>`, `perturb_entity`, `refuse_turn`) run on its provider; offline both
 are rule configurations (own seeds and phrasing banks).
 
 Balance: per split, every (type, subtype) leaf the split can carry first gets
-`min_per_subtype` dialogues (rarest leaf first; when the split has two dialogues per leaf, else
-types only are balanced); the other dialogues go greedily, most constrained first, to the type
-furthest below its target share (`inject.type_weights`, `inject.unanswerable_share`), then its
-least-used subtype, then the leaf fewest remaining dialogues can still carry. Feasibility and
+`min_per_subtype` dialogues (rarest leaf first; when the split has two dialogues per leaf); each
+type's share of the rest is its target share (`inject.type_weights`, `inject.unanswerable_share`;
+what a type's dialogues cannot carry goes to the others), split evenly over its subtypes; the
+dialogues are matched to leaves by deferred acceptance on seeded per-dialogue draws (the most
+constrained dialogues first at each leaf), then moved along the shortest chains that fill leaves
+still short. Every draw is keyed by the dialogue's id, not its position, so adding documents
+leaves the other dialogues' labels as they were, but for the few a new one displaces. Feasibility and
 the target turn come from the rule-based injectors: turns with a history (turn >= 2) come
 first, then turns ranked by how well they suit the type (Contradictory: dense in numbers or
 financial terms; Inconsistency: turns restating earlier statements; Irrelevance: conditions or
@@ -24,9 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
+import math
 import random
 import threading
-from collections import Counter
+from collections import Counter, deque
 
 import polars as pl
 
@@ -54,7 +59,7 @@ from finhallu.injectors import (
 from finhallu.injectors.false_acceptance import MIN_HARD_NEGATIVES
 from finhallu.injectors.ops import InjectOut
 from finhallu.injectors.verify import edit_distance
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 from pydantic import Field, model_validator
 from finhallu.schemas.section import Section
 
@@ -296,61 +301,173 @@ def _feasible(views: list[TurnView], leaves, inj: _Injector, did: str) -> dict[t
     return out
 
 
+def _unit(*parts: object) -> float:
+    """A uniform draw in (0, 1) fixed by its key: a dialogue's draws never depend on the others."""
+    h = int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
+    return (h + 0.5) / 2**64
+
+
+def _apportion(total: int, weights: dict, limits: dict) -> dict:
+    """`total` split by `weights` (largest remainders), no key above its limit: what a key cannot
+    hold goes to the others in proportion (water-filling)."""
+    caps = {k: 0 for k in weights}
+    open_ = {k for k, w in weights.items() if w > 0 and limits[k] > 0}
+    left = total
+    while left > 0 and open_:
+        wsum = sum(weights[k] for k in open_)
+        quota = {k: left * weights[k] / wsum for k in open_}
+        full = [k for k in open_ if caps[k] + quota[k] >= limits[k]]
+        if full:
+            for k in full:
+                left -= limits[k] - caps[k]
+                caps[k] = limits[k]
+                open_.discard(k)
+            continue
+        floors = {k: int(q) for k, q in quota.items()}
+        for k, f in floors.items():
+            caps[k] += f
+        ranked = sorted(open_, key=lambda k: (floors[k] - quota[k], str(k)))
+        for k in ranked[: left - sum(floors.values())]:
+            caps[k] += 1
+        left = 0
+    return caps
+
+
+def _deferred_acceptance(prefs: dict[str, list], priority, caps: dict) -> dict[str, Any]:
+    """Dialogue-proposing deferred acceptance (Gale-Shapley, many to one): each dialogue asks its
+    leaves in preference order, a full leaf keeps the dialogues of best (lowest) priority. The
+    result depends on the preferences and capacities only, not on any processing order, and a
+    new dialogue moves only the dialogues of its rejection chain. Unmatched dialogues are left out."""
+    held: dict[Any, list] = {lf: [] for lf in caps}  # max-heaps of (-priority, dialogue id)
+    asked = dict.fromkeys(prefs, 0)
+    free = sorted(prefs, reverse=True)
+    while free:
+        did = free.pop()
+        if asked[did] >= len(prefs[did]):
+            continue
+        leaf = prefs[did][asked[did]]
+        asked[did] += 1
+        if caps.get(leaf, 0) <= 0:
+            free.append(did)
+            continue
+        heapq.heappush(held[leaf], (tuple(-x for x in priority(did, leaf)), did))
+        if len(held[leaf]) > caps[leaf]:
+            free.append(heapq.heappop(held[leaf])[1])
+    return {did: leaf for leaf, heap in held.items() for _, did in heap}
+
+
+def _share_out(dialogue_ids: list[str], names: list[str], salt: tuple) -> dict[str, str]:
+    """Each dialogue's injector: shared out (none above ceil(n / injectors), so two injectors'
+    counts differ by at most one) and stable under additions (a new dialogue moves at most one
+    other): each dialogue draws its preferred injector, an injector over its share keeps the
+    dialogues of best draw."""
+    if len(names) == 1:
+        return dict.fromkeys(dialogue_ids, names[0])
+    prefs = {did: sorted(names, key=lambda n: _unit(salt, did, n)) for did in dialogue_ids}
+    cap = -(-len(dialogue_ids) // len(names))
+    return _deferred_acceptance(prefs, lambda did, _: (_unit(salt, did),), dict.fromkeys(names, cap))
+
+
+def _fill_by_moves(chosen: dict[str, tuple], prefs: dict[str, list], caps: dict, unmatched: list[str]) -> None:
+    """Each dialogue deferred acceptance left out placed by the shortest chain of moves that ends
+    at a leaf with room (an augmenting path over leaves, breadth first): a dialogue feasible only
+    for full leaves gets one, and a dialogue of a full leaf that can carry the open one moves
+    there. Without it a leaf few dialogues can carry stays short of its share while the left-out
+    dialogues overfill popular ones. Each move takes the held dialogue that ranks the next leaf
+    highest, so the moves stay the same when unrelated dialogues are added."""
+    held: dict[tuple, set[str]] = {lf: set() for lf in caps}
+    for did, lf in chosen.items():
+        held[lf].add(did)
+    movers_of: dict[tuple, dict[tuple, str]] = {}
+
+    def movers(a: tuple) -> dict[tuple, str]:
+        if a not in movers_of:
+            best: dict[tuple, tuple] = {}
+            for did in held[a]:
+                for rank, b in enumerate(prefs[did]):
+                    if b != a and (b not in best or (rank, did) < best[b]):
+                        best[b] = (rank, did)
+            movers_of[a] = {b: did for b, (_, did) in sorted(best.items(), key=lambda kv: (kv[1], str(kv[0])))}
+        return movers_of[a]
+
+    for u in unmatched:
+        parent: dict[tuple, tuple[tuple | None, str]] = {}
+        queue: deque[tuple] = deque()
+        for lf in prefs[u]:
+            parent[lf] = (None, u)
+            queue.append(lf)
+        while queue:
+            a = queue.popleft()
+            if len(held[a]) < caps[a]:
+                break
+            for b, did in movers(a).items():
+                if b not in parent:
+                    parent[b] = (a, did)
+                    queue.append(b)
+        else:
+            continue  # every leaf u reaches is full: u keeps its first choice (see _assign)
+        step: tuple | None = a
+        while step is not None:
+            prev, did = parent[step]
+            held[step].add(did)
+            if prev is not None:
+                held[prev].discard(did)
+                movers_of.pop(prev, None)
+            chosen[did] = step
+            movers_of.pop(step, None)
+            step = prev
+
+
 def _assign(
-    items: list[tuple[dict, _Injector, dict]], rng: random.Random, min_per_leaf: int = 1, weights: dict[str, float] | None = None
+    items: list[tuple[dict, _Injector, dict]], salt: tuple, min_per_leaf: int = 1, weights: dict[str, float] | None = None
 ) -> list[tuple[dict, _Injector, list, dict]]:
-    """Weighted assignment of leaves to dialogues (see the module docstring). When the split has
-    room (two dialogues per leaf), every leaf it can carry first gets `min_per_leaf` dialogues
-    (rarest leaf first, each from the dialogue with the fewest options); then the rest go greedily
-    to the type furthest below its weight (count+1 / weight), then the least-used subtype and
-    leaf. A small split is only weight-balanced; a zero-weight type is never assigned."""
+    """Weighted assignment of leaves to a split's dialogues (see the module docstring), stable
+    under additions: every draw is keyed by (salt, dialogue id), so a dialogue's assignment only
+    changes when the dialogues competing for its leaf do. When the split has room (two dialogues
+    per leaf), every leaf it can carry first gets `min_per_leaf` dialogues (rarest leaf first, each
+    from the dialogues with the fewest options). Each type's capacity is its weight's share of the
+    split (what a type cannot carry goes to the others), split evenly over its leaves; dialogues
+    then rank their leaves by a weighted random draw and are matched by deferred acceptance, the
+    dialogues with fewer options first at each leaf. A dialogue no leaf has room for takes its
+    first choice; a zero-weight type is never assigned."""
     weights = weights or {}
     w = lambda t: weights.get(t, 1.0)  # noqa: E731
     items = [(d, inj, {lf: v for lf, v in feas.items() if w(lf[0]) > 0}) for d, inj, feas in items]
-    tie = {d["dialogue_id"]: rng.random() for d, _, _ in items}
-    feasible = Counter(leaf for _, _, feas in items for leaf in feas)
-    type_n: Counter[str] = Counter()
-    type_by_inj: Counter[tuple[str, str]] = Counter()
-    leaf_n: Counter[tuple] = Counter()
-    chosen: dict[str, tuple] = {}
+    options = {d["dialogue_id"]: list(feas) for d, _, feas in items if feas}
+    n_leaf = Counter(leaf for leaves in options.values() for leaf in leaves)
+    n_type = Counter(t for leaves in options.values() for t in {lf[0] for lf in leaves})
+    leaves_of = {t: sorted((lf for lf in n_leaf if lf[0] == t), key=str) for t in n_type}
 
-    def take(d, inj, leaf):
-        chosen[d["dialogue_id"]] = leaf
-        type_n[leaf[0]] += 1
-        type_by_inj[(inj.name, leaf[0])] += 1
-        leaf_n[leaf] += 1
+    def priority(did: str, leaf: tuple) -> tuple:
+        return (len(options[did]), _unit(salt, did, leaf, "priority"))
 
-    for _ in range(min_per_leaf if len(items) >= 2 * len(feasible) else 0):
-        for leaf in sorted(feasible, key=lambda lf: (feasible[lf], str(lf))):
-            cands = [(d, inj, feas) for d, inj, feas in items if leaf in feas and d["dialogue_id"] not in chosen]
+    reserved: dict[str, tuple] = {}
+    for _ in range(min_per_leaf if len(options) >= 2 * len(n_leaf) else 0):
+        for leaf in sorted(n_leaf, key=lambda lf: (n_leaf[lf], str(lf))):
+            cands = [did for did, leaves in options.items() if leaf in leaves and did not in reserved]
             if cands:
-                d, inj, _ = min(cands, key=lambda x: (len(x[2]), tie[x[0]["dialogue_id"]]))
-                take(d, inj, leaf)
-    remaining = Counter(leaf for d, _, feas in items if d["dialogue_id"] not in chosen for leaf in feas)
-    for d, inj, feas in sorted(items, key=lambda x: (len(x[2]), tie[x[0]["dialogue_id"]])):
-        if d["dialogue_id"] in chosen or not feas:
-            continue
-        for leaf in feas:
-            remaining[leaf] -= 1
-        best = min(
-            feas,
-            key=lambda lf: (
-                (type_n[lf[0]] + 1) / w(lf[0]),
-                type_by_inj[(inj.name, lf[0])] / w(lf[0]),
-                leaf_n[lf],
-                remaining[lf],
-                str(lf),
-            ),
-        )
-        take(d, inj, best)
+                reserved[min(cands, key=lambda did: priority(did, leaf))] = leaf
+    type_caps = _apportion(len(options), {t: w(t) for t in n_type}, n_type)
+    caps: dict[tuple, int] = {}
+    for t, leaves in leaves_of.items():
+        caps |= _apportion(type_caps[t], dict.fromkeys(leaves, 1.0), {lf: n_leaf[lf] for lf in leaves})
+    for leaf in reserved.values():
+        caps[leaf] -= 1  # may go below 0: the reservations then already exceed the leaf's share
+    # A leaf's draw weighs its type's weight over the type's leaves: first choices follow the weights.
+    leaf_w = {lf: w(lf[0]) / len(leaves_of[lf[0]]) for lf in n_leaf}
+    prefs = {
+        did: sorted(leaves, key=lambda lf: (-math.log(_unit(salt, did, lf, "prefer")) / leaf_w[lf], str(lf)))
+        for did, leaves in options.items()
+    }
+    chosen = _deferred_acceptance({did: p for did, p in prefs.items() if did not in reserved}, priority, caps)
+    _fill_by_moves(chosen, prefs, caps, sorted(set(prefs) - set(chosen) - set(reserved), key=lambda d: (len(prefs[d]), d)))
+    chosen |= reserved
     out = []
     for d, inj, feas in items:
-        if d["dialogue_id"] in chosen:  # the chosen leaf first, the others as fallbacks
-            first = chosen[d["dialogue_id"]]
-            order = [first] + sorted(
-                (lf for lf in feas if lf != first), key=lambda lf: ((type_n[lf[0]] + 1) / w(lf[0]), leaf_n[lf], str(lf))
-            )
-            out.append((d, inj, order, feas))
+        did = d["dialogue_id"]
+        if did in options:  # the chosen leaf first, the dialogue's other leaves in its order as fallbacks
+            first = chosen.get(did, prefs[did][0])
+            out.append((d, inj, [first] + [lf for lf in prefs[did] if lf != first], feas))
     return sorted(out, key=lambda x: x[0]["dialogue_id"])
 
 
@@ -428,17 +545,17 @@ def _plan(
         dl = list(dialogues.filter(pl.col("split") == split).iter_rows(named=True))
         if not dl:
             continue
-        rng = ctx.rng("assign", split)
-        rng.shuffle(dl)
         names = sources if split == "test" else sources[:1]
+        by_name = {s.name: s for s in names}
+        injector_of = _share_out([d["dialogue_id"] for d in dl], [s.name for s in names], (ctx.seed, split, "injector"))
         items = []
-        for i, d in enumerate(dl):
-            inj = names[i % len(names)]
+        for d in dl:
+            inj = by_name[injector_of[d["dialogue_id"]]]
             views = _views(d, turns_by_dlg[d["dialogue_id"]], data, inj.variant)
             items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"])))
             done += 1
             ctx.progress(done, dialogues.height * 2)
-        work += [(split, *a) for a in _assign(items, rng, cfg.min_per_subtype, cfg.weights())]
+        work += [(split, *a) for a in _assign(items, (ctx.seed, split), cfg.min_per_subtype, cfg.weights())]
     return work, done
 
 
