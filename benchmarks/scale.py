@@ -144,6 +144,15 @@ def main() -> None:
             write_corpus(corpus, n + extra)
             inc_wall, _, inc = build(profile_for(tmp, corpus), home)
             print(f"   +{extra} documents ({extra / n:.1%}): {inc_wall:.0f} s = {inc_wall / wall:.0%} of cold; ran {inc['ran']}")
+            inc_stats = stage_stats(home, inc["build_id"])
+            print(
+                "   its stages, s (cold): "
+                + ", ".join(
+                    f"{st} {sec:.1f} ({stats[st][0]:.1f})"
+                    for st, (sec, _) in sorted(inc_stats.items(), key=lambda kv: -kv[1][0])
+                    if st in stats and sec >= 0.5
+                )
+            )
             kept = rows_kept(home, summary["build_id"], inc["build_id"])
             print("   rows kept from the cold build: " + ", ".join(f"{t} {f:.1%}" for t, f in sorted(kept.items())))
             same_wall, _, same = build(profile_for(tmp, corpus), home)
