@@ -6,6 +6,7 @@ TurnView the way the inject stage builds one.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 
@@ -1231,6 +1232,52 @@ def test_feasible_prefers_turns_with_history_and_breaks_ties_at_random():
     assert again == _feasible(views, [("false_refusal", None)], inj, "dlg-7")[("false_refusal", None)][0][0].turn["turn_index"]
     # a one-turn dialogue still gets its turn
     assert _feasible(views[:1], [("false_refusal", None)], inj, "dlg-x")[("false_refusal", None)][0][0].turn["turn_index"] == 1
+
+
+def _feasibility_case(tmp_path):
+    from finhallu.result_cache import ResultCache
+    from finhallu.stages.inject import _FeasibilityMemo, _Injector, _leaves
+
+    cfg = InjectConfig()
+    inj = _Injector("rules_a", "injector_a", "a", None, cfg, INJ, None)  # the rules need neither LLM nor P_n
+    views, history = [], []
+    for response in (DEPOSIT_CLUE, "보호 한도는 2025년 9월 1일부터 5천만 원에서 1억 원으로 상향되었습니다.", DSR_CLUE):
+        v = make_view(response, history=list(history), evidence=[DEPOSIT, DSR])
+        views.append(v)
+        history.append(v.turn)
+    cache = ResultCache(tmp_path / "results.sqlite", "inject-feasibility", "test")
+    return inj, views, _leaves(cfg, INJ), lambda digests: _FeasibilityMemo(cache, cfg, digests)
+
+
+def _targets(feasible: dict) -> dict:
+    return {leaf: [(v.turn["turn_index"], seed) for v, seed in cands] for leaf, cands in feasible.items()}
+
+
+def test_feasibility_memo_gives_what_the_rules_give_and_reruns_only_what_changed(tmp_path, monkeypatch):
+    inj, views, leaves, memo_for = _feasibility_case(tmp_path)
+    plain = _targets(_feasible(views, leaves, inj, "dlg-1"))
+    assert len(plain) >= 4  # several leaves fit: the case tests something
+    memo = memo_for({("train", "ko"): b"inventory-1"})
+    assert _targets(_feasible(views, leaves, inj, "dlg-1", memo, "train")) == plain
+
+    tried: list = []
+    real_rules = inj.rules
+    monkeypatch.setattr(inj, "rules", lambda v, htype, sub, *a: tried.append((htype, sub)) or real_rules(v, htype, sub, *a))
+    assert _targets(_feasible(views, leaves, inj, "dlg-1", memo, "train")) == plain
+    assert tried == []  # every leaf from the memo
+
+    # The split's entity inventory changed: entity_error alone is tried again.
+    _feasible(views, leaves, inj, "dlg-1", memo_for({("train", "ko"): b"inventory-2"}), "train")
+    assert {leaf for leaf in tried} == {("contradictory", "entity_error")}
+
+    # Another dialogue id (its seeds and ties) or an edited turn: tried again.
+    tried.clear()
+    _feasible(views, leaves, inj, "dlg-2", memo, "train")
+    assert len(set(tried)) >= len(plain)
+    tried.clear()
+    edited = views[:2] + [dataclasses.replace(views[2], turn={**views[2].turn, "response": DEPOSIT_CLUE})]
+    again = _targets(_feasible(edited, leaves, inj, "dlg-1", memo, "train"))
+    assert tried and again == _targets(_feasible(edited, leaves, inj, "dlg-1"))
 
 
 def test_false_acceptance_negatives_are_judged_on_demand_once_in_rank_order():

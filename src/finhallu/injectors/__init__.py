@@ -66,8 +66,9 @@ class TurnView:
     )
     _SEED_KEYS = ("seed_id", "passage_id", "question", "answer", "clue_text", "qa_kind")
 
-    def payload(self) -> dict:
-        """The view as plain JSON-able operation inputs (what an LLM prompt and the cache key see)."""
+    def payload(self, donors: bool = True) -> dict:
+        """The view as plain JSON-able operation inputs (what an LLM prompt and the cache key see).
+        `donors=False`: without the donor claims (ranked over the split's claims: costly)."""
         pick = lambda row, keys: {k: row.get(k) for k in keys}  # noqa: E731
         return {
             "turn": pick(self.turn, self._TURN_KEYS),
@@ -86,7 +87,7 @@ class TurnView:
             "doc_id": self.doc_id,
             "variant": self.variant,
             "lang": self.lang,
-            "donors": self.donor_claims(),
+            **({"donors": self.donor_claims()} if donors else {}),
         }
 
     @classmethod

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from finhallu.result_cache import item_digest
 from finhallu.injectors.edits import change_number, draw_move, impossible_date, is_year, malformed_numeral, number_token
 from finhallu.text.normalize import contains_normalized, normalize
 from finhallu.text.numbers import find_numbers, number_keys, number_keys_in
@@ -140,6 +141,7 @@ class ClaimInventory:
     claims: list[Claim]
     _cache: dict = field(default_factory=dict, repr=False)
     _postings: dict[str, list[int]] | None = field(default=None, repr=False)
+    _digest: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, rows: list[dict], lang: str) -> "ClaimInventory":
@@ -151,6 +153,12 @@ class ClaimInventory:
                     seen.add(key)
                     claims.append(Claim(sent, row["doc_id"], _words(sent)))
         return cls(lang, claims)
+
+    def digest(self) -> bytes:
+        """A digest of the claims (all `rank_donors` reads of the inventory): equal digests, equal donors."""
+        if self._digest is None:
+            self._digest = item_digest([(self.lang, c.text, c.doc_id) for c in self.claims])
+        return self._digest
 
     def donors(self, view, k: int = DONORS_PER_TURN) -> list[str]:
         key = (view.turn.get("turn_id"), view.turn.get("response"))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import heapq
+import json
 import math
 import random
 import threading
@@ -35,6 +36,8 @@ from collections import Counter, deque
 
 import polars as pl
 
+from finhallu.codeversion import code_hash
+from finhallu.result_cache import CACHE_FILE, ResultCache, item_digest, open_result_cache
 from finhallu.text import sentences
 from finhallu.text.phrases import prefetch_noun_phrases
 from finhallu.llm.parallel import map_items
@@ -277,28 +280,66 @@ def _leaves(cfg: InjectConfig, registry: dict) -> list[tuple[str, str | None]]:
     return [(t, s) for t in cfg.types for s in (registry[t].subtypes or (None,))]
 
 
-def _feasible(views: list[TurnView], leaves, inj: _Injector, did: str) -> dict[tuple, list[tuple[TurnView, int]]]:
+class _FeasibilityMemo:
+    """What `_feasible` found per (dialogue, injector, leaf) -- the turns in rank order and the one the
+    rules can edit -- kept in the home's result cache (finhallu.result_cache) under a digest of all
+    the rules read: the turn views as plain data (`TurnView.payload`), the split's entity inventory
+    for entity_error and its claim inventory for fabricated_detail (the only leaves that read them),
+    the inject section and the code. A rebuild after new documents ranks and tries again only the dialogues whose
+    inputs changed (planning was ~70 % of the stage: the rules run per leaf and turn)."""
+
+    def __init__(self, cache: ResultCache, cfg: InjectConfig, entity_digests: dict[tuple[str, str], bytes]):
+        self.cache, self.entity_digests = cache, entity_digests
+        self.settings = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+
+    def keys(self, views: list[TurnView], leaves, inj: _Injector, did: str, split: str) -> dict[tuple, bytes]:
+        lang = views[0].lang if views else ""
+        shared = item_digest((self.settings, did, inj.name, inj.variant, [v.payload(donors=False) for v in views]))
+        inventory = {
+            "entity_error": self.entity_digests.get((split, lang), b""),
+            "fabricated_detail": views[0].claims.digest() if views and views[0].claims is not None else b"",
+        }
+        return {(htype, sub): item_digest((shared, htype, sub, inventory.get(sub or "", b""))) for htype, sub in leaves}
+
+
+def _feasible(
+    views: list[TurnView], leaves, inj: _Injector, did: str, memo: _FeasibilityMemo | None = None, split: str = ""
+) -> dict[tuple, list[tuple[TurnView, int]]]:
     """Per leaf, the turns the rules can edit, best-suited first (empty: the leaf does not fit).
     Turns with a history come first (a sample at turn 1 tests no multi-turn reading), then by
     how well they suit the type; equally suited turns in a seeded random order, so that ties
-    do not all go to the earliest turn."""
+    do not all go to the earliest turn. `memo`: results of earlier builds for the same inputs."""
+    keys = memo.keys(views, leaves, inj, did, split) if memo is not None else {}
+    known = memo.cache.get(list(keys.values())) if memo is not None else {}
+    fresh = []
     out = {}
     for htype, sub in leaves:
-        prefers = inj.registry[htype].prefers
-        tie = random.Random(_seed(did, inj.name, htype, sub, "tie"))
-        keyed = [((v.turn["turn_index"] < 2, -round(prefers(v, sub), 6), tie.random()), v) for v in views]
-        ranked = [v for _, v in sorted(keyed, key=lambda kv: kv[0])]
-        ok = []
-        for v in ranked:
-            seed = _seed(did, inj.name, htype, sub, v.turn["turn_index"])
-            if _usable(inj.rules(v, htype, sub, seed, did), v, inj.cfg.max_minimal_edit_words):
-                ok.append((v, seed))
-                break  # the best-suited editable turn is the target; later ones are fallbacks for an LLM
-        if ok:
-            out[(htype, sub)] = ok + [
-                (v, _seed(did, inj.name, htype, sub, v.turn["turn_index"])) for v in ranked if v is not ok[0][0]
-            ]
+        found = known.get(keys[(htype, sub)]) if keys else None
+        if found is None:
+            found = _rank_and_try(views, htype, sub, inj, did)
+            if keys:
+                fresh.append((keys[(htype, sub)], found))
+        ranked, target = found
+        if target is not None:
+            seed = lambda i: _seed(did, inj.name, htype, sub, views[i].turn["turn_index"])  # noqa: E731
+            out[(htype, sub)] = [(views[target], seed(target))] + [(views[i], seed(i)) for i in ranked if i != target]
+    if memo is not None:
+        memo.cache.put(fresh)
     return out
+
+
+def _rank_and_try(views: list[TurnView], htype: str, sub: str | None, inj: _Injector, did: str) -> tuple[list[int], int | None]:
+    """The views' positions in rank order for a leaf, and the first one the rules can edit (None: none)."""
+    prefers = inj.registry[htype].prefers
+    tie = random.Random(_seed(did, inj.name, htype, sub, "tie"))
+    keyed = [((v.turn["turn_index"] < 2, -round(prefers(v, sub), 6), tie.random()), i) for i, v in enumerate(views)]
+    ranked = [i for _, i in sorted(keyed, key=lambda kv: kv[0])]
+    for i in ranked:
+        v = views[i]
+        seed = _seed(did, inj.name, htype, sub, v.turn["turn_index"])
+        if _usable(inj.rules(v, htype, sub, seed, did), v, inj.cfg.max_minimal_edit_words):
+            return ranked, i  # the best-suited editable turn is the target; later ones are fallbacks for an LLM
+    return ranked, None
 
 
 def _unit(*parts: object) -> float:
@@ -486,16 +527,22 @@ def _answerable_seeds_by_doc(seeds: dict) -> dict[str, list[dict]]:
     return by_doc
 
 
-def _entity_inventories(passages: pl.DataFrame, dialogues: pl.DataFrame, cfg: InjectConfig, registry: dict) -> dict:
-    """Per (split, language) of the dialogues, the entities entity_error may swap in (none when it is off)."""
-    inventories = {}
+def _entity_inventories(
+    passages: pl.DataFrame, dialogues: pl.DataFrame, cfg: InjectConfig, registry: dict
+) -> tuple[dict, dict[tuple[str, str], bytes]]:
+    """Per (split, language) of the dialogues, the entities entity_error may swap in (none when it
+    is off), and a digest of the texts each inventory was built from."""
+    inventories: dict = {}
+    digests: dict[tuple[str, str], bytes] = {}
     if "entity_error" in registry["contradictory"].subtypes and "contradictory" in cfg.types:
         for (split, lang), part in sorted(
             passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list())).group_by("split", "lang"),
             key=lambda g: g[0],
         ):
-            inventories[(split, lang)] = entities.EntityInventory.build(part.sort("passage_id")["text"].to_list(), lang)
-    return inventories
+            texts = part.sort("passage_id")["text"].to_list()
+            inventories[(split, lang)] = entities.EntityInventory.build(texts, lang)
+            digests[(split, lang)] = item_digest((lang, texts))
+    return inventories, digests
 
 
 def _view_data(inputs: Frames, dialogues: pl.DataFrame, registry: dict, llm: LLMRouter, ctx: StageContext[InjectConfig]) -> dict:
@@ -511,6 +558,7 @@ def _view_data(inputs: Frames, dialogues: pl.DataFrame, registry: dict, llm: LLM
     negatives = _FalseAcceptanceNegatives(
         inputs["hard_negatives"], seeds, passage_rows, llm, ctx.sections.get("retrieve") or HardNegativeConfig(), k
     )
+    inventories, inventory_digests = _entity_inventories(passages, dialogues, cfg, registry)
     return {
         "passages": passage_rows,
         # One read-only entry per passage, shared by every turn view with it in its context (a copy
@@ -521,7 +569,8 @@ def _view_data(inputs: Frames, dialogues: pl.DataFrame, registry: dict, llm: LLM
         "seeds": seeds,
         "negatives": negatives,
         "by_doc": by_doc,
-        "entities": _entity_inventories(passages, dialogues, cfg, registry),
+        "entities": inventories,
+        "entity_digests": inventory_digests,
         "claims": fabricate.inventories(inputs["passages"], dialogues["split"].unique().to_list())
         if "unverifiable" in cfg.types
         else {},
@@ -538,6 +587,28 @@ def _plan(
 ) -> tuple[list[_Work], int]:
     """Every split's dialogues assigned a subtype order (the test split alternates the injectors),
     and how many dialogues were looked at (the first half of the stage's progress)."""
+    cache = (
+        open_result_cache(ctx.cache_dir / CACHE_FILE, "inject-feasibility", code_hash(__name__), buffer=2000)
+        if ctx.cache_dir
+        else None
+    )
+    memo = _FeasibilityMemo(cache, ctx.config, data["entity_digests"]) if cache is not None else None
+    try:
+        return _plan_splits(dialogues, turns_by_dlg, data, sources, leaves, memo, ctx)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _plan_splits(
+    dialogues: pl.DataFrame,
+    turns_by_dlg: dict[str, list[dict]],
+    data: dict,
+    sources: list[_Injector],
+    leaves: list[tuple[str, str | None]],
+    memo: _FeasibilityMemo | None,
+    ctx: StageContext[InjectConfig],
+) -> tuple[list[_Work], int]:
     cfg = ctx.config
     work: list[_Work] = []
     done = 0
@@ -552,7 +623,7 @@ def _plan(
         for d in dl:
             inj = by_name[injector_of[d["dialogue_id"]]]
             views = _views(d, turns_by_dlg[d["dialogue_id"]], data, inj.variant)
-            items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"])))
+            items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"], memo, split)))
             done += 1
             ctx.progress(done, dialogues.height * 2)
         work += [(split, *a) for a in _assign(items, (ctx.seed, split), cfg.min_per_subtype, cfg.weights())]
