@@ -587,46 +587,34 @@ def _plan(
 ) -> tuple[list[_Work], int]:
     """Every split's dialogues assigned a subtype order (the test split alternates the injectors),
     and how many dialogues were looked at (the first half of the stage's progress)."""
+    cfg = ctx.config
     cache = (
         open_result_cache(ctx.cache_dir / CACHE_FILE, "inject-feasibility", code_hash(__name__), buffer=2000)
         if ctx.cache_dir
         else None
     )
-    memo = _FeasibilityMemo(cache, ctx.config, data["entity_digests"]) if cache is not None else None
+    memo = _FeasibilityMemo(cache, cfg, data["entity_digests"]) if cache is not None else None
+    work: list[_Work] = []
+    done = 0
     try:
-        return _plan_splits(dialogues, turns_by_dlg, data, sources, leaves, memo, ctx)
+        for split in SPLITS:
+            dl = list(dialogues.filter(pl.col("split") == split).iter_rows(named=True))
+            if not dl:
+                continue
+            names = sources if split == "test" else sources[:1]
+            by_name = {s.name: s for s in names}
+            injector_of = _share_out([d["dialogue_id"] for d in dl], [s.name for s in names], (ctx.seed, split, "injector"))
+            items = []
+            for d in dl:
+                inj = by_name[injector_of[d["dialogue_id"]]]
+                views = _views(d, turns_by_dlg[d["dialogue_id"]], data, inj.variant)
+                items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"], memo, split)))
+                done += 1
+                ctx.progress(done, dialogues.height * 2)
+            work += [(split, *a) for a in _assign(items, (ctx.seed, split), cfg.min_per_subtype, cfg.weights())]
     finally:
         if cache is not None:
             cache.close()
-
-
-def _plan_splits(
-    dialogues: pl.DataFrame,
-    turns_by_dlg: dict[str, list[dict]],
-    data: dict,
-    sources: list[_Injector],
-    leaves: list[tuple[str, str | None]],
-    memo: _FeasibilityMemo | None,
-    ctx: StageContext[InjectConfig],
-) -> tuple[list[_Work], int]:
-    cfg = ctx.config
-    work: list[_Work] = []
-    done = 0
-    for split in SPLITS:
-        dl = list(dialogues.filter(pl.col("split") == split).iter_rows(named=True))
-        if not dl:
-            continue
-        names = sources if split == "test" else sources[:1]
-        by_name = {s.name: s for s in names}
-        injector_of = _share_out([d["dialogue_id"] for d in dl], [s.name for s in names], (ctx.seed, split, "injector"))
-        items = []
-        for d in dl:
-            inj = by_name[injector_of[d["dialogue_id"]]]
-            views = _views(d, turns_by_dlg[d["dialogue_id"]], data, inj.variant)
-            items.append((d, inj, _feasible(views, leaves, inj, d["dialogue_id"], memo, split)))
-            done += 1
-            ctx.progress(done, dialogues.height * 2)
-        work += [(split, *a) for a in _assign(items, (ctx.seed, split), cfg.min_per_subtype, cfg.weights())]
     return work, done
 
 
