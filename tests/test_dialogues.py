@@ -704,3 +704,74 @@ def test_the_user_llm_is_not_asked_what_needs_no_asking(monkeypatch):
     assert (first["query"] == first["standalone_query"]).all()
     later = out["turns"].filter((pl.col("turn_index") > 1) & (pl.col("kind") == "question"))
     assert (later["query"] != later["standalone_query"]).mean() > 0.5  # follow-ups lean on the history
+
+
+def test_dialogue_memo_gives_what_conversing_gives_and_reconverses_only_what_read_a_change(tmp_path, monkeypatch):
+    def run(frames):
+        ctx = StageContext(
+            stage="dialogues", config=DialogueConfig(dialogues_per_document=3), seed=7, cache_dir=tmp_path / "cache"
+        )
+        return dialogues.run(frames, ctx)
+
+    frames = _frames()
+    plain = _run(frames)
+    conversed: list = []
+    real = dialogues._converse
+    monkeypatch.setattr(dialogues, "_converse", lambda doc, k, *a: conversed.append((doc["doc_id"], k)) or real(doc, k, *a))
+    assert run(frames)["turns"].equals(plain["turns"]) and len(conversed) == 6  # 3 per document with seeds
+    conversed.clear()
+    again = run(frames)
+    assert conversed == [] and again["turns"].equals(plain["turns"]) and again["dialogues"].equals(plain["dialogues"])
+
+    # A new document whose passage no earlier seed retrieved: only its own dialogues are new.
+    grown = {name: frame.clone() for name, frame in frames.items()}
+    grown["documents"] = pl.concat(
+        [grown["documents"], grown["documents"].filter(pl.col("doc_id") == "B").with_columns(doc_id=pl.lit("G"))]
+    )
+    grown["passages"] = pl.concat(
+        [grown["passages"], pl.DataFrame([{"passage_id": "pG", "doc_id": "G", "text": PB.replace("0.15%", "0.25%")}])]
+    )
+    g1 = (
+        grown["qa_seeds"]
+        .filter(pl.col("seed_id") == "b1")
+        .with_columns(
+            seed_id=pl.lit("g1"),
+            passage_id=pl.lit("pG"),
+            doc_id=pl.lit("G"),
+            answer=pl.lit("0.25%"),
+            clue_text=pl.col("clue_text").str.replace("0.15%", "0.25%", literal=True),
+        )
+    )
+    grown["qa_seeds"] = pl.concat([grown["qa_seeds"], g1])
+    g_ret = (
+        grown["retrievals"]
+        .filter(pl.col("seed_id") == "b1")
+        .with_columns(seed_id=pl.lit("g1"), passage_id=pl.col("passage_id").replace("pB", "pG"))
+    )
+    grown["retrievals"] = pl.concat([grown["retrievals"], g_ret])
+    expected = _run(grown)["turns"]
+    conversed.clear()
+    out = run(grown)
+    assert sorted(conversed) == [("G", 0), ("G", 1), ("G", 2)]
+    assert out["turns"].equals(expected)
+
+    # An edited seed: the dialogues that read it (here all of B's) converse again.
+    edited = {
+        **frames,
+        "qa_seeds": frames["qa_seeds"].with_columns(
+            question=pl.when(pl.col("seed_id") == "b1")
+            .then(pl.lit("체크카드 수수료율은 영세가맹점이면 얼마인가요?"))
+            .otherwise(pl.col("question"))
+        ),
+    }
+    expected = _run(edited)["turns"]
+    conversed.clear()
+    out = run(edited)
+    assert out["turns"].equals(expected)
+    assert {("B", 0), ("B", 1), ("B", 2)} <= set(conversed)
+
+    # An edited passage that no dialogue read (no seed stands on it): nothing converses again.
+    unread = {**edited, "passages": edited["passages"].with_columns(text=pl.col("text").str.replace("6단계", "5단계"))}
+    assert unread["passages"]["text"].to_list() != edited["passages"]["text"].to_list()
+    conversed.clear()
+    assert run(unread)["turns"].equals(expected) and conversed == []

@@ -15,12 +15,19 @@ it). Everything is seeded per document and dialogue.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
+from collections.abc import Mapping
 from typing import cast
 
 import polars as pl
 
+from finhallu.codeversion import code_hash
+from finhallu.result_cache import CACHE_FILE, item_digest, open_result_cache
 from finhallu.text import sentences
+from finhallu.text.morpheme_cache import analyser_id
+from finhallu.traced_memo import Reads, TracedMemo, value_digest
 from finhallu.llm.parallel import map_items
 from finhallu.llm.router import LLMRouter
 from finhallu.dialogue import assistant, user  # noqa: F401  (register the operations)
@@ -67,14 +74,22 @@ class _Context:
 
     def __init__(self, retrievals: pl.DataFrame, hard_negatives: pl.DataFrame, top_k: int):
         self.top_k = top_k
-        self.ret: dict[str, list[RetrievalsRow]] = {}
+        ret: dict[str, list[RetrievalsRow]] = {}
         for r in typed_rows(retrievals.sort("seed_id", "rank"), RetrievalsRow):
-            self.ret.setdefault(r["seed_id"], []).append(r)
-        self.neg: dict[str, list[str]] = {}
+            ret.setdefault(r["seed_id"], []).append(r)
+        neg: dict[str, list[str]] = {}
         for h in typed_rows(
             hard_negatives.filter(pl.col("is_hard_negative")).sort("seed_id", "candidate_rank"), HardNegativesRow
         ):
-            self.neg.setdefault(h["seed_id"], []).append(h["passage_id"])
+            neg.setdefault(h["seed_id"], []).append(h["passage_id"])
+        self.ret: Mapping[str, list[RetrievalsRow]] = ret
+        self.neg: Mapping[str, list[str]] = neg
+
+    def traced(self, reads: Reads) -> "_Context":
+        """The same contexts, the seeds looked up logged in `reads` (see finhallu.traced_memo)."""
+        view = copy.copy(self)
+        view.ret, view.neg = reads.view("retrievals", self.ret), reads.view("hard_negatives", self.neg)
+        return view
 
     def answerable(self, seed: dict, rng) -> list[ContextEntry]:
         ranked = self.ret.get(seed["seed_id"], [])
@@ -89,7 +104,7 @@ class _Context:
     def unanswerable(self, seed: dict) -> list[ContextEntry]:
         return [{"passage_id": p, "role": "hard_negative"} for p in self.neg.get(seed["seed_id"], [])[: self.top_k]]
 
-    def related_seeds(self, seed_id: str, seeds_by_passage: dict[str, list[str]]) -> list[str]:
+    def related_seeds(self, seed_id: str, seeds_by_passage: Mapping[str, list[str]]) -> list[str]:
         out = []
         for r in self.ret.get(seed_id, []):
             out.extend(seeds_by_passage.get(r["passage_id"], []))
@@ -137,7 +152,7 @@ class _Dialogue:
         return [t["response"] for t in self.turns]
 
 
-def _candidates(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict, contexts: _Context) -> list[str]:
+def _candidates(dlg: _Dialogue, seed_rows: Mapping, by_doc: Mapping, by_passage: Mapping, contexts: _Context) -> list[str]:
     """Unused seeds of the document or of the passages retrieved for the current question, in the
     dialogue's language (a dialogue never switches language), neither asking the same evidence
     twice nor asking what an assistant response already said."""
@@ -162,11 +177,11 @@ def _candidates(dlg: _Dialogue, seed_rows: dict, by_doc: dict, by_passage: dict,
 
 def _next_item(
     dlg: _Dialogue,
-    seed_rows: dict,
-    by_doc: dict,
-    by_passage: dict,
+    seed_rows: Mapping,
+    by_doc: Mapping,
+    by_passage: Mapping,
     contexts: _Context,
-    passages: dict,
+    passages: Mapping,
     cfg: DialogueConfig,
     llm: LLMRouter,
     ctx: StageContext[DialogueConfig],
@@ -235,11 +250,11 @@ def _converse(
     doc: dict,
     k: int,
     pool: list[str],
-    seed_rows: dict,
-    by_doc: dict,
-    by_passage: dict,
+    seed_rows: Mapping,
+    by_doc: Mapping,
+    by_passage: Mapping,
     contexts: _Context,
-    passages: dict,
+    passages: Mapping,
     cfg: DialogueConfig,
     llm: LLMRouter,
     ctx: StageContext[DialogueConfig],
@@ -264,6 +279,34 @@ def _converse(
         item = _reconfirm_item(dlg, rng) if reconfirm_at == len(dlg.turns) + 1 else None
         item = item or _next_item(dlg, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
     return dlg.turns
+
+
+class _DialogueMemo:
+    """Dialogues of earlier builds (offline roles only), each taken again while every seed,
+    retrieval, hard-negative list and passage it read is unchanged (finhallu.traced_memo): a rebuild
+    after new documents converses again only the dialogues whose reads they touched. The key holds
+    the rest of what a dialogue depends on: its document, number and seed pool, the section, the
+    build seed, K, the roles' settings and the sentence splitter's analyser (the code: the cache
+    version). With remote roles the call cache does this work and llm_calls records every call."""
+
+    def __init__(self, memo: TracedMemo, ctx: StageContext[DialogueConfig], top_k: int):
+        self.memo = memo
+        roles = [ctx.llm.role_config(r) for r in (USER, ASSISTANT)]
+        settings = (json.dumps(ctx.config.model_dump(mode="json"), sort_keys=True), ctx.seed, top_k, analyser_id())
+        self.shared = item_digest((settings, value_digest(roles)))
+
+    def key(self, doc: dict, k: int, pool: list[str]) -> bytes:
+        return item_digest((self.shared, value_digest(doc), k, pool))
+
+
+def _memo(ctx: StageContext[DialogueConfig], tables: dict[str, Mapping], contexts: _Context) -> _DialogueMemo | None:
+    if ctx.cache_dir is None or not all(ctx.llm.is_offline(r) for r in (USER, ASSISTANT)):
+        return None
+    cache = open_result_cache(ctx.cache_dir / CACHE_FILE, "dialogues", code_hash(__name__), buffer=2000)
+    if cache is None:
+        return None
+    memo = TracedMemo(cache, {**tables, "retrievals": contexts.ret, "hard_negatives": contexts.neg})
+    return _DialogueMemo(memo, ctx, contexts.top_k)
 
 
 def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
@@ -291,21 +334,51 @@ def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
         per_doc = cfg.dialogues_per_document if doc["source"] == "aihub" else cfg.dialogues_per_filing
         planned += [(doc, k, pool) for k in range(per_doc if pool else 0)]
 
-    sentences.load_for(doc["lang"] for doc, _, _ in planned)
+    tables: dict[str, Mapping] = {"seeds": seed_rows, "doc_seeds": by_doc, "passage_seeds": by_passage, "passages": passages}
+    memo = _memo(ctx, tables, contexts)
+    keys = [memo.key(doc, k, pool) for doc, k, pool in planned] if memo else []
+    known = memo.memo.get(keys) if memo else {}
+    todo = [i for i in range(len(planned)) if not keys or keys[i] not in known]
+    sentences.load_for(planned[i][0]["lang"] for i in todo)
 
-    def converse(plan: tuple[dict, int, list[str]]) -> list[TurnsRow] | None:
-        doc, k, pool = plan
-        return _converse(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
+    def converse(i: int) -> list[TurnsRow] | None:
+        doc, k, pool = planned[i]
+        if memo is None:
+            return _converse(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
+        reads = Reads()
+        view = {name: reads.view(name, table) for name, table in tables.items()}
+        realised = _converse(
+            doc,
+            k,
+            pool,
+            view["seeds"],
+            view["doc_seeds"],
+            view["passage_seeds"],
+            contexts.traced(reads),
+            view["passages"],
+            cfg,
+            llm,
+            ctx,
+        )
+        if realised is not None:
+            memo.memo.put(keys[i], reads, realised)
+        return realised
 
     # Dialogues advance turn by turn, each on its own; all of them together (see llm.parallel).
-    conversed = map_items(
-        converse,
-        planned,
-        llm,
-        (USER, ASSISTANT),
-        ctx.progress,
-        longest_first=lambda plan: _planned_turns(plan[0], plan[1], cfg, ctx),
-    )
+    try:
+        fresh = map_items(
+            converse,
+            todo,
+            llm,
+            (USER, ASSISTANT),
+            ctx.progress,
+            longest_first=lambda i: _planned_turns(planned[i][0], planned[i][1], cfg, ctx),
+        )
+    finally:
+        if memo is not None:
+            memo.memo.cache.close()
+    by_index = dict(zip(todo, fresh))
+    conversed = [by_index[i] if i in by_index else known[keys[i]] for i in range(len(planned))]
     dialogues: list[DialoguesRow] = []
     turns: list[TurnsRow] = []
     for (doc, _, _), realised in zip(planned, conversed):
@@ -345,9 +418,9 @@ def _user_query(it: dict, lang: str, tseed: int, llm: LLMRouter) -> str | None:
 def _realise(
     dlg: _Dialogue,
     it: dict,
-    seed_rows: dict,
+    seed_rows: Mapping,
     contexts: _Context,
-    passages: dict,
+    passages: Mapping,
     cfg: DialogueConfig,
     llm: LLMRouter,
     ctx: StageContext[DialogueConfig],
