@@ -162,6 +162,26 @@ def test_embedding_similarity_scores_unrelated_responses_higher():
         detect("embedding_similarity", sample(GROUNDED), aggregate="mode")
 
 
+def test_embedding_similarity_encodes_only_texts_its_home_has_not_seen(tmp_path, monkeypatch):
+    from finhallu.detectors import embedding_similarity
+    from finhallu.embedders.hashing import HashingEmbedder
+
+    encoded: list[str] = []
+    real = HashingEmbedder.encode
+    monkeypatch.setattr(HashingEmbedder, "encode", lambda self, texts: encoded.extend(texts) or real(self, texts))
+    det = get_detector("embedding_similarity")
+    first = [sample(GROUNDED), sample("해외 주식 양도소득세는 연 250만 원 기본공제 후 22% 세율로 과세됩니다.")]
+    home = DetectorContext(seed=1, cache_dir=tmp_path)
+    plain = det.run(first, det.params({}), DetectorContext(seed=1))
+    assert det.run(first, det.params({}), home) == plain and len(encoded) >= 2 * 3
+    encoded.clear()
+    assert det.run(first, det.params({}), home) == plain and encoded == []  # every vector from the cache
+    added = sample("예금자보호 한도는 1인당 5천만 원입니다.")
+    assert det.run([*first, added], det.params({}), home)[:2] == plain
+    assert encoded == [added["response"]]  # the new response alone: its context lines are known
+    assert embedding_similarity.CACHE_FILE in {p.name for p in tmp_path.iterdir()}
+
+
 def test_llm_judge_through_the_offline_router_in_every_mode():
     ctx = DetectorContext(roles={"detector_judge": {"provider": "offline", "model": "rules", "temperature": 0.0}})
     det = get_detector("llm_judge")

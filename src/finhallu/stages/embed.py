@@ -8,110 +8,23 @@ float32 bytes the embedder produced, so the output is the same with or without t
 
 from __future__ import annotations
 
-import hashlib
-import sqlite3
-import threading
-from pathlib import Path
-
-import numpy as np
 import polars as pl
 
 from finhallu.stages.base import Frames, Stage, StageContext
-from finhallu.embedders import EmbedConfig, Embedder, embedder_for_model, embedder_from_config
+from finhallu.embedders import EmbedConfig, embedder_for_model, embedder_from_config
+from finhallu.embedders.cache import CACHE_FILE, EmbeddingCache, embed_texts, text_hash
 from finhallu.embedders.hashing import HashingEmbedder
 
-__all__ = ["EmbeddingCache", "HashingEmbedder", "embed_texts", "embedder_for_model", "embedder_from_config", "run", "text_hash"]
-
-CACHE_FILE = "embeddings.sqlite"
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class EmbeddingCache:
-    """(model id, text sha256) -> float32 vector, in SQLite with WAL (safe across threads/processes)."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self._conn() as con:
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS vectors (model_id TEXT NOT NULL, text_sha256 TEXT NOT NULL, "
-                "dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, text_sha256)) WITHOUT ROWID"
-            )
-
-    def _conn(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
-        if con is None:
-            con = sqlite3.connect(self.path, timeout=60)
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")
-            self._local.con = con
-        return con
-
-    def get(self, model_id: str, hashes: list[str], dim: int | None = None) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        con = self._conn()
-        for i in range(0, len(hashes), 500):
-            part = hashes[i : i + 500]
-            q = f"SELECT text_sha256, dim, vector FROM vectors WHERE model_id = ? AND text_sha256 IN ({','.join('?' * len(part))})"
-            for h, d, blob in con.execute(q, [model_id, *part]):
-                if len(blob) == 4 * d and (dim is None or d == dim):
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
-        return out
-
-    def put(self, model_id: str, items: list[tuple[str, np.ndarray]]) -> None:
-        if not items:
-            return
-        con = self._conn()
-        with con:
-            con.executemany(
-                "INSERT OR REPLACE INTO vectors (model_id, text_sha256, dim, vector) VALUES (?, ?, ?, ?)",
-                [(model_id, h, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for h, v in items],
-            )
-
-    def count(self, model_id: str | None = None) -> int:
-        con = self._conn()
-        if model_id is None:
-            return con.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
-        return con.execute("SELECT COUNT(*) FROM vectors WHERE model_id = ?", (model_id,)).fetchone()[0]
-
-    def close(self) -> None:
-        con = getattr(self._local, "con", None)
-        if con is not None:
-            con.close()
-            self._local.con = None
-
-
-def embed_texts(
-    emb: Embedder, texts: list[str], cache: EmbeddingCache | None = None, batch: int = 256, progress=lambda done, total: None
-) -> tuple[np.ndarray, dict]:
-    """Vectors of texts (float32, (n, dim)); only distinct texts missing from the cache are encoded.
-
-    Returns the matrix and stats {texts, distinct, cached, encoded}.
-    """
-    hashes = [text_hash(t) for t in texts]
-    first: dict[str, int] = {}
-    for i, h in enumerate(hashes):
-        first.setdefault(h, i)
-    found = cache.get(emb.vector_id, list(first)) if cache is not None else {}
-    missing = [h for h in first if h not in found]
-    total = len(missing)
-    for start in range(0, total, batch):
-        part = missing[start : start + batch]
-        vecs = emb.encode([texts[first[h]] for h in part])
-        new = list(zip(part, vecs))
-        found.update(new)
-        if cache is not None:
-            cache.put(emb.vector_id, new)
-        progress(min(start + batch, total), total)
-    dim = next(iter(found.values())).shape[0] if found else emb.dim
-    out = np.zeros((len(texts), dim), dtype=np.float32)
-    for i, h in enumerate(hashes):
-        out[i] = found[h]
-    return out, {"texts": len(texts), "distinct": len(first), "cached": len(first) - total, "encoded": total}
+__all__ = [
+    "CACHE_FILE",
+    "EmbeddingCache",
+    "HashingEmbedder",
+    "embed_texts",
+    "embedder_for_model",
+    "embedder_from_config",
+    "run",
+    "text_hash",
+]
 
 
 def run(inputs: Frames, ctx: StageContext[EmbedConfig]) -> Frames:
