@@ -163,7 +163,7 @@ def test_embedding_similarity_scores_unrelated_responses_higher():
 
 
 def test_embedding_similarity_encodes_only_texts_its_home_has_not_seen(tmp_path, monkeypatch):
-    from finhallu.detectors import embedding_similarity
+    from finhallu.embedders.cache import CACHE_FILE
     from finhallu.embedders.hashing import HashingEmbedder
 
     encoded: list[str] = []
@@ -179,7 +179,7 @@ def test_embedding_similarity_encodes_only_texts_its_home_has_not_seen(tmp_path,
     added = sample("예금자보호 한도는 1인당 5천만 원입니다.")
     assert det.run([*first, added], det.params({}), home)[:2] == plain
     assert encoded == [added["response"]]  # the new response alone: its context lines are known
-    assert embedding_similarity.CACHE_FILE in {p.name for p in tmp_path.iterdir()}
+    assert CACHE_FILE in {p.name for p in tmp_path.iterdir()}
 
 
 def test_llm_judge_through_the_offline_router_in_every_mode():

@@ -133,3 +133,29 @@ def test_step1_finds_the_answer_at_any_scale_a_table_states_it():
     assert step1_verdicts(noted, seed) == (True, False)  # the answer is there, scaled: no hard negative
     assert step1_verdicts("| 자본총계 | 4,150,000 |", seed)[1] is False  # cut from its note: still unsafe
     assert step1_verdicts("(단위 : 백만원)\n| 자본총계 | 3,900,000 |", seed) == (True, True)
+
+
+def test_a_home_encodes_each_question_once_as_a_query(tmp_path, monkeypatch):
+    from finhallu.embedders.hashing import HashingEmbedder
+
+    passages = _passages()
+    emb = embedding.run({"passages": passages}, StageContext(stage="embed", config=EmbedConfig(), seed=1))["embeddings"]
+    cfg = RetrieveConfig(top_k=3, candidate_pool=10)
+    one = {**_seed(), "question": "예금자보호 한도는 1인당 얼마인가요?"}
+    two = {**_seed("s2", passage="pD", doc="dD"), "question": "신용카드 연회비는 해지하면 돌려받나요?"}
+    seeds = pl.DataFrame([one])
+
+    def run(seed_rows, cache_dir):
+        ctx = StageContext(stage="retrieve", config=cfg, seed=1, cache_dir=cache_dir)
+        return retrieval.run({"passages": passages, "embeddings": emb, "qa_seeds": pl.DataFrame(seed_rows)}, ctx)
+
+    plain = run([one, two], None)
+    queries: list[str] = []
+    real = HashingEmbedder.encode_queries
+    monkeypatch.setattr(HashingEmbedder, "encode_queries", lambda self, texts: queries.extend(texts) or real(self, texts))
+    run(seeds.to_dicts(), tmp_path)
+    assert queries == [one["question"]]
+    queries.clear()
+    again = run([one, two], tmp_path)
+    assert queries == [two["question"]]  # the first question's vector from the cache
+    assert again["retrievals"].equals(plain["retrievals"]) and again["hard_negatives"].equals(plain["hard_negatives"])

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from finhallu.embedders.cache import CACHE_FILE, EmbeddingCache, embed_texts
+from finhallu.embedders.cache import home_vectors
 from finhallu.detectors import Detection, looks_like_refusal, register_detector
 from finhallu.detectors.grounding import Findings, evidence_texts, passage_texts, query_coverage, question_of, refusal_detection
 from finhallu.text.sentences import split_sentences
@@ -35,18 +35,6 @@ def context_lines(sample: dict, use_history: bool) -> list[str]:
     return [
         ln for t in evidence_texts(sample, use_history=use_history, use_query=False) for ln in split_sentences(t) if len(ln) >= 4
     ]
-
-
-def _vectors(emb, texts: list[str], ctx) -> np.ndarray:
-    """The texts' vectors; with a home, through its embedding cache (a rebuild encodes new texts only)."""
-    if not texts:
-        return np.zeros((0, 1), np.float32)
-    cache = EmbeddingCache(ctx.cache_dir / CACHE_FILE) if ctx is not None and ctx.cache_dir is not None else None
-    try:
-        return embed_texts(emb, texts, cache)[0]
-    finally:
-        if cache is not None:
-            cache.close()
 
 
 def _describe(params: dict, ctx) -> dict:
@@ -79,7 +67,7 @@ def detect(samples: list[dict], params: dict, ctx=None) -> list[Detection]:
     position = np.empty(len(texts), dtype=np.int64)  # first-seen id -> row of `vectors`
     for row, text in enumerate(texts):
         position[first_seen[text]] = row
-    vectors = _vectors(emb, texts, ctx)
+    vectors = home_vectors(emb, texts, ctx.cache_dir if ctx is not None else None)
     out = []
     for i, s in enumerate(samples):
         response = s.get("response") or ""

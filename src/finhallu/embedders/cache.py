@@ -81,29 +81,48 @@ class EmbeddingCache:
 
 
 def embed_texts(
-    emb: Embedder, texts: list[str], cache: EmbeddingCache | None = None, batch: int = 256, progress=lambda done, total: None
+    emb: Embedder,
+    texts: list[str],
+    cache: EmbeddingCache | None = None,
+    batch: int = 256,
+    progress=lambda done, total: None,
+    queries: bool = False,
 ) -> tuple[np.ndarray, dict]:
     """Vectors of texts (float32, (n, dim)); only distinct texts missing from the cache are encoded.
+    `queries`: encoded as queries (`encode_queries`: a model may prefix them), filed apart.
 
     Returns the matrix and stats {texts, distinct, cached, encoded}.
     """
+    encode, vector_id = (emb.encode_queries, f"{emb.vector_id}#query") if queries else (emb.encode, emb.vector_id)
     hashes = [text_hash(t) for t in texts]
     first: dict[str, int] = {}
     for i, h in enumerate(hashes):
         first.setdefault(h, i)
-    found = cache.get(emb.vector_id, list(first)) if cache is not None else {}
+    found = cache.get(vector_id, list(first)) if cache is not None else {}
     missing = [h for h in first if h not in found]
     total = len(missing)
     for start in range(0, total, batch):
         part = missing[start : start + batch]
-        vecs = emb.encode([texts[first[h]] for h in part])
+        vecs = encode([texts[first[h]] for h in part])
         new = list(zip(part, vecs))
         found.update(new)
         if cache is not None:
-            cache.put(emb.vector_id, new)
+            cache.put(vector_id, new)
         progress(min(start + batch, total), total)
     dim = next(iter(found.values())).shape[0] if found else emb.dim
     out = np.zeros((len(texts), dim), dtype=np.float32)
     for i, h in enumerate(hashes):
         out[i] = found[h]
     return out, {"texts": len(texts), "distinct": len(first), "cached": len(first) - total, "encoded": total}
+
+
+def home_vectors(emb: Embedder, texts: list[str], cache_dir: Path | None, queries: bool = False) -> np.ndarray:
+    """`embed_texts` through the embedding cache of a home's cache folder (None: no cache, all encoded)."""
+    if not texts:
+        return np.zeros((0, emb.dim), np.float32)
+    cache = EmbeddingCache(cache_dir / CACHE_FILE) if cache_dir is not None else None
+    try:
+        return embed_texts(emb, texts, cache, queries=queries)[0]
+    finally:
+        if cache is not None:
+            cache.close()

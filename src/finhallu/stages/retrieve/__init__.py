@@ -28,6 +28,7 @@ from finhallu.schemas.contracts import CONTRACTS
 from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame
 from finhallu.embedders.hybrid import HybridEmbedder
 from finhallu.embedders import embedder_for_model
+from finhallu.embedders.cache import home_vectors
 from finhallu.stages.retrieve.index import IndexConfig, build_index
 from finhallu.text.normalize import contains_normalized
 from pydantic import Field, model_validator
@@ -74,7 +75,7 @@ def run(inputs: Frames, ctx: StageContext[RetrieveConfig]) -> Frames:
             index = build_index(
                 mat, ps["passage_id"].to_list(), model_id=model, cfg=cfg, cache_dir=ctx.cache_dir, meta={"split": split}
             )
-            scores, idx = index.search_rows(encoder.encode_queries(questions), pool)
+            scores, idx = index.search_rows(home_vectors(encoder, questions, ctx.cache_dir, queries=True), pool)
         pids = ps["passage_id"].to_list()
         texts = ps["text"].to_list()
         docs = ps["doc_id"].to_list()
