@@ -135,7 +135,7 @@ def test_step1_finds_the_answer_at_any_scale_a_table_states_it():
     assert step1_verdicts("(단위 : 백만원)\n| 자본총계 | 3,900,000 |", seed) == (True, True)
 
 
-def test_a_home_encodes_each_question_once_as_a_query(tmp_path, monkeypatch):
+def test_a_home_encodes_and_checks_each_question_once(tmp_path, monkeypatch):
     from finhallu.embedders.hashing import HashingEmbedder
 
     passages = _passages()
@@ -153,9 +153,14 @@ def test_a_home_encodes_each_question_once_as_a_query(tmp_path, monkeypatch):
     queries: list[str] = []
     real = HashingEmbedder.encode_queries
     monkeypatch.setattr(HashingEmbedder, "encode_queries", lambda self, texts: queries.extend(texts) or real(self, texts))
+    checked: list[str] = []
+    real_checks = retrieval._checks
+    monkeypatch.setattr(retrieval, "_checks", lambda seed, *a: checked.append(seed["seed_id"]) or real_checks(seed, *a))
     run(seeds.to_dicts(), tmp_path)
-    assert queries == [one["question"]]
+    assert queries == [one["question"]] and checked == ["s1"]
     queries.clear()
+    checked.clear()
     again = run([one, two], tmp_path)
-    assert queries == [two["question"]]  # the first question's vector from the cache
+    # The first question's vector and its candidates' checks from the cache (its ranking kept).
+    assert queries == [two["question"]] and checked == ["s2"]
     assert again["retrievals"].equals(plain["retrievals"]) and again["hard_negatives"].equals(plain["hard_negatives"])

@@ -15,11 +15,14 @@ picks, and their rows here say so (`judge` "deferred: ..."). Every candidate's v
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 import numpy as np
 import polars as pl
 
+from finhallu.codeversion import code_hash
+from finhallu.result_cache import CACHE_FILE, ResultCache, item_digest, open_result_cache
 from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kwargs, judge_lazily, step1_verdicts
 from finhallu.schemas.rows import HardNegativesRow, RetrievalsRow
 from finhallu.schemas.rules import Rule
@@ -45,6 +48,67 @@ class RetrieveConfig(HardNegativeConfig, IndexConfig):
         if self.candidate_pool < self.top_k:
             raise ValueError(f"retrieve.candidate_pool ({self.candidate_pool}) is smaller than top_k ({self.top_k})")
         return self
+
+
+# What the candidates' checks read of a seed.
+_CHECKED_FIELDS = ("passage_id", "doc_id", "answerable", "clue_text", "answer", "qa_kind")
+
+
+def _checks(seed: dict, ranked: list[tuple[int, float]], pids: list, texts: list, docs: list, top_k: int) -> tuple:
+    """A seed's lexical checks over its ranked passages: whether each of the top K holds the clue
+    (a positive), and per candidate (every ranked passage but the gold one and same-document passages
+    with the clue) its rank and step 1's (clue absent, answer absent)."""
+    positives = [
+        not (pids[j] == seed["passage_id"] and seed["answerable"])
+        and seed["answerable"]
+        and contains_normalized(texts[j], seed["clue_text"])
+        for j, _ in ranked[:top_k]
+    ]
+    candidates = []
+    for rank, (j, _) in enumerate(ranked, start=1):
+        if seed["answerable"] and pids[j] == seed["passage_id"]:
+            continue
+        if seed["answerable"] and docs[j] == seed["doc_id"] and contains_normalized(texts[j], seed["clue_text"]):
+            continue
+        candidates.append((rank, *step1_verdicts(texts[j], seed)))
+    return positives, candidates
+
+
+def _checked(rows: list[dict], ranked_of: list, pids: list, texts: list, docs: list, top_k: int, cache_dir: Path | None) -> list:
+    """`_checks` per seed, those of earlier builds taken from the home's result cache: each keyed by
+    what it reads (the seed's fields, its ranked passages' ids, documents and texts, K), so a
+    rebuild after new documents checks again only the seeds whose rankings changed."""
+    memo = open_result_cache(cache_dir / CACHE_FILE, "retrieve-checks", code_hash(__name__), buffer=2000) if cache_dir else None
+    if memo is None:
+        return [_checks(seed, ranked, pids, texts, docs, top_k) for seed, ranked in zip(rows, ranked_of)]
+    try:
+        return _checked_through(memo, rows, ranked_of, pids, texts, docs, top_k)
+    finally:
+        memo.close()
+
+
+def _checked_through(
+    memo: ResultCache, rows: list[dict], ranked_of: list, pids: list, texts: list, docs: list, top_k: int
+) -> list:
+    text_keys: dict[int, bytes] = {}
+
+    def text_key(j: int) -> bytes:
+        if j not in text_keys:
+            text_keys[j] = item_digest(texts[j])
+        return text_keys[j]
+
+    keys = [
+        item_digest(([seed[f] for f in _CHECKED_FIELDS], [(pids[j], docs[j], text_key(j)) for j, _ in ranked], top_k))
+        for seed, ranked in zip(rows, ranked_of)
+    ]
+    found = memo.get(keys)
+    out = []
+    for seed, ranked, key in zip(rows, ranked_of, keys):
+        if key not in found:
+            found[key] = _checks(seed, ranked, pids, texts, docs, top_k)
+            memo.put([(key, found[key])])
+        out.append(found[key])
+    return out
 
 
 def run(inputs: Frames, ctx: StageContext[RetrieveConfig]) -> Frames:
@@ -79,28 +143,23 @@ def run(inputs: Frames, ctx: StageContext[RetrieveConfig]) -> Frames:
         pids = ps["passage_id"].to_list()
         texts = ps["text"].to_list()
         docs = ps["doc_id"].to_list()
-        for i, seed in enumerate(ss.iter_rows(named=True)):
-            ranked = [(int(j), float(s)) for j, s in zip(idx[i], scores[i]) if j >= 0]
-            for rank, (j, s) in enumerate(ranked[: cfg.top_k], start=1):
-                gold = pids[j] == seed["passage_id"] and seed["answerable"]
-                positive = (not gold) and seed["answerable"] and contains_normalized(texts[j], seed["clue_text"])
+        rows = list(ss.iter_rows(named=True))
+        ranked_of = [[(int(j), float(s)) for j, s in zip(idx[i], scores[i]) if j >= 0] for i in range(len(rows))]
+        checked = _checked(rows, ranked_of, pids, texts, docs, cfg.top_k, ctx.cache_dir)
+        for seed, ranked, (positives, candidates) in zip(rows, ranked_of, checked):
+            for rank, ((j, s), positive) in enumerate(zip(ranked[: cfg.top_k], positives), start=1):
                 ret_rows.append(
                     {
                         "seed_id": seed["seed_id"],
                         "rank": rank,
                         "passage_id": pids[j],
                         "score": s,
-                        "is_gold": gold,
+                        "is_gold": pids[j] == seed["passage_id"] and seed["answerable"],
                         "is_positive": positive,
                     }
                 )
-            for rank, (j, s) in enumerate(ranked, start=1):
-                # Candidates: ranked passages other than the gold one and same-document passages with the clue.
-                if seed["answerable"] and pids[j] == seed["passage_id"]:
-                    continue
-                if seed["answerable"] and docs[j] == seed["doc_id"] and contains_normalized(texts[j], seed["clue_text"]):
-                    continue
-                clue_absent, answer_absent = step1_verdicts(texts[j], seed)
+            for rank, clue_absent, answer_absent in candidates:
+                j, s = ranked[rank - 1]
                 neg_rows.append(
                     {
                         "seed_id": seed["seed_id"],
