@@ -1335,3 +1335,19 @@ def test_false_acceptance_negatives_are_judged_on_demand_once_in_rank_order():
         t.join()
     assert got == [["c0", "c2", "c3"]] * 4  # c1 rejected by the judge; the next in rank order takes its place
     assert negs.planned("s1") == ["c0", "c2", "c3"] and "s1" not in negs.pending
+
+
+def test_entity_names_are_read_once_per_text_with_a_home(tmp_path, monkeypatch):
+    plain = entities.EntityInventory.build(CORPUS, "ko")
+    read: list[str] = []
+    real = entities.mentions
+    monkeypatch.setattr(entities, "mentions", lambda text, lang: read.append(text) or real(text, lang))
+    cache = entities.mentions_cache(tmp_path)
+    first = entities.EntityInventory.build(CORPUS, "ko", cache=cache)
+    assert first.names == plain.names and first.types == plain.types and len(read) == len(set(CORPUS))
+    read.clear()
+    extra = "한국은행은 기준금리를 연 3.25%로 동결했습니다."
+    again = entities.EntityInventory.build([*CORPUS, extra], "ko", cache=cache)
+    assert read == [extra]  # the corpus's names from the cache
+    assert again.names == entities.EntityInventory.build([*CORPUS, extra], "ko").names
+    cache.close()

@@ -22,12 +22,16 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 from pydantic import BaseModel
 
+from finhallu.codeversion import code_hash
 from finhallu.llm.operations import operation
+from finhallu.result_cache import CACHE_FILE, ResultCache, item_digest, open_result_cache
+from finhallu.text.morpheme_cache import analyser_id
 from finhallu.injectors import Injected, TurnView
 from finhallu.text.words import fix_particle
 from finhallu.injectors.lexicon import TERMS
@@ -221,6 +225,27 @@ def mentions(text: str, lang: str) -> list[tuple[str, int, int]]:
     return [m for m in found if entity_type(m[0], lang)]
 
 
+def named_in(texts: list[str], lang: str, cache: ResultCache | None = None) -> list[tuple[str, ...]]:
+    """The typed entity names each text mentions. `cache` (a result cache versioned by this module's
+    code and the analyser, `mentions_cache`): texts an earlier build read are not analysed again."""
+    keys = [item_digest((lang, t)) for t in texts] if cache is not None else []
+    known = cache.get(keys) if cache is not None else {}
+    todo = [t for i, t in enumerate(texts) if not keys or keys[i] not in known]
+    if lang == "ko":
+        prefetch_noun_phrases(todo)
+    fresh = {t: tuple(sorted({m[0] for m in mentions(t, lang)})) for t in todo}
+    if cache is not None:
+        cache.put([(k, fresh[t]) for k, t in zip(keys, texts) if k not in known and t in fresh])
+    return [known[keys[i]] if keys and keys[i] in known else fresh[t] for i, t in enumerate(texts)]
+
+
+def mentions_cache(cache_dir: Path | None) -> ResultCache | None:
+    """The home's cache of `named_in` results (None: no home, or its file unusable)."""
+    if cache_dir is None:
+        return None
+    return open_result_cache(cache_dir / CACHE_FILE, "entity-mentions", f"{code_hash(__name__)}/{analyser_id()}", buffer=2000)
+
+
 @dataclass
 class EntityInventory:
     """Typed entities of one split and language, with their embeddings."""
@@ -234,12 +259,9 @@ class EntityInventory:
     _by_type: dict[str, list[int]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def build(cls, texts: list[str], lang: str, embedder=None) -> "EntityInventory":
-        found: set[str] = set()
-        if lang == "ko":
-            prefetch_noun_phrases(texts)
-        for text in texts:
-            found |= {m[0] for m in mentions(text, lang)}
+    def build(cls, texts: list[str], lang: str, embedder=None, cache: ResultCache | None = None) -> "EntityInventory":
+        """`cache`: each text's names kept across builds (see `named_in`)."""
+        found: set[str] = set().union(*named_in(texts, lang, cache))
         found |= {a for a, _ in TERMS[lang] if entity_type(a, lang)}
         names = sorted(found)
         if embedder is None:

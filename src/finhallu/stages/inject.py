@@ -33,6 +33,7 @@ import math
 import random
 import threading
 from collections import Counter, deque
+from pathlib import Path
 
 import polars as pl
 
@@ -528,20 +529,25 @@ def _answerable_seeds_by_doc(seeds: dict) -> dict[str, list[dict]]:
 
 
 def _entity_inventories(
-    passages: pl.DataFrame, dialogues: pl.DataFrame, cfg: InjectConfig, registry: dict
+    passages: pl.DataFrame, dialogues: pl.DataFrame, cfg: InjectConfig, registry: dict, cache_dir: Path | None
 ) -> tuple[dict, dict[tuple[str, str], bytes]]:
     """Per (split, language) of the dialogues, the entities entity_error may swap in (none when it
     is off), and a digest of the texts each inventory was built from."""
     inventories: dict = {}
     digests: dict[tuple[str, str], bytes] = {}
     if "entity_error" in registry["contradictory"].subtypes and "contradictory" in cfg.types:
-        for (split, lang), part in sorted(
-            passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list())).group_by("split", "lang"),
-            key=lambda g: g[0],
-        ):
-            texts = part.sort("passage_id")["text"].to_list()
-            inventories[(split, lang)] = entities.EntityInventory.build(texts, lang)
-            digests[(split, lang)] = item_digest((lang, texts))
+        cache = entities.mentions_cache(cache_dir)
+        try:
+            for (split, lang), part in sorted(
+                passages.filter(pl.col("split").is_in(dialogues["split"].unique().to_list())).group_by("split", "lang"),
+                key=lambda g: g[0],
+            ):
+                texts = part.sort("passage_id")["text"].to_list()
+                inventories[(split, lang)] = entities.EntityInventory.build(texts, lang, cache=cache)
+                digests[(split, lang)] = item_digest((lang, texts))
+        finally:
+            if cache is not None:
+                cache.close()
     return inventories, digests
 
 
@@ -558,7 +564,7 @@ def _view_data(inputs: Frames, dialogues: pl.DataFrame, registry: dict, llm: LLM
     negatives = _FalseAcceptanceNegatives(
         inputs["hard_negatives"], seeds, passage_rows, llm, ctx.sections.get("retrieve") or HardNegativeConfig(), k
     )
-    inventories, inventory_digests = _entity_inventories(passages, dialogues, cfg, registry)
+    inventories, inventory_digests = _entity_inventories(passages, dialogues, cfg, registry, ctx.cache_dir)
     return {
         "passages": passage_rows,
         # One read-only entry per passage, shared by every turn view with it in its context (a copy
