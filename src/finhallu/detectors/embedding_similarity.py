@@ -32,9 +32,12 @@ def _embedder(backend: str, model: str | None):
 
 
 def context_lines(sample: dict, use_history: bool) -> list[str]:
-    return [
-        ln for t in evidence_texts(sample, use_history=use_history, use_query=False) for ln in split_sentences(t) if len(ln) >= 4
-    ]
+    return [ln for t in evidence_texts(sample, use_history=use_history, use_query=False) for ln in _lines(t)]
+
+
+@lru_cache(maxsize=1 << 15)  # a passage is evidence for many samples: cut once
+def _lines(text: str) -> tuple[str, ...]:
+    return tuple(ln for ln in split_sentences(text) if len(ln) >= 4)
 
 
 def _describe(params: dict, ctx) -> dict:
