@@ -43,6 +43,11 @@ def contains_normalized(haystack: str | Sequence[str] | None, needle: str | None
     h = normalize(haystack) if isinstance(haystack, str) else "\n".join(normalize(t) for t in haystack)
     if not (n[0].isdigit() or n[-1].isdigit()):
         return n in h
-    # not after a digit, nor after a decimal point ("2.5%" holds no "5%"); a sentence-ending "." is fine
-    pattern = ("(?<!\\d)(?<!\\d\\.)" if n[0].isdigit() else "") + re.escape(n) + ("(?!\\d)" if n[-1].isdigit() else "")
-    return re.search(pattern, h) is not None
+    return _figure_pattern(n).search(h) is not None
+
+
+@lru_cache(maxsize=65536)  # a clue or answer is looked for in many passages
+def _figure_pattern(n: str) -> re.Pattern:
+    """A normalized needle that starts or ends with a digit, not matched after a digit nor after a
+    decimal point ("2.5%" holds no "5%"; a sentence-ending "." is fine), nor before a digit."""
+    return re.compile(("(?<!\\d)(?<!\\d\\.)" if n[0].isdigit() else "") + re.escape(n) + ("(?!\\d)" if n[-1].isdigit() else ""))
