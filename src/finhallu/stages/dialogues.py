@@ -309,9 +309,62 @@ def _memo(ctx: StageContext[DialogueConfig], tables: dict[str, Mapping], context
     return _DialogueMemo(memo, ctx, contexts.top_k)
 
 
+def _conversations(
+    planned: list[tuple[dict, int, list[str]]],
+    tables: dict[str, Mapping],
+    contexts: _Context,
+    cfg: DialogueConfig,
+    ctx: StageContext[DialogueConfig],
+) -> list[list[TurnsRow] | None]:
+    """Each planned dialogue's turns (None: an LLM call failed for good), from the memo where its
+    reads are unchanged, else conversed now."""
+    llm = ctx.llm
+    memo = _memo(ctx, tables, contexts)
+    keys = [memo.key(doc, k, pool) for doc, k, pool in planned] if memo else []
+    known = memo.memo.get(keys) if memo else {}
+    todo = [i for i in range(len(planned)) if not keys or keys[i] not in known]
+    sentences.load_for(planned[i][0]["lang"] for i in todo)
+
+    def converse(i: int) -> list[TurnsRow] | None:
+        doc, k, pool = planned[i]
+        reads = Reads() if memo is not None else None  # with a memo, what the dialogue reads is logged
+        view = {name: reads.view(name, table) for name, table in tables.items()} if reads else tables
+        realised = _converse(
+            doc,
+            k,
+            pool,
+            view["seeds"],
+            view["doc_seeds"],
+            view["passage_seeds"],
+            contexts.traced(reads) if reads else contexts,
+            view["passages"],
+            cfg,
+            llm,
+            ctx,
+        )
+        if memo is not None and reads is not None and realised is not None:
+            memo.memo.put(keys[i], reads, realised)
+        return realised
+
+    # Dialogues advance turn by turn, each on its own; all of them together (see llm.parallel).
+    try:
+        fresh = map_items(
+            converse,
+            todo,
+            llm,
+            (USER, ASSISTANT),
+            ctx.progress,
+            longest_first=lambda i: _planned_turns(planned[i][0], planned[i][1], cfg, ctx),
+        )
+    finally:
+        if memo is not None:
+            memo.memo.cache.close()
+    by_index = dict(zip(todo, fresh))
+    return [by_index[i] if i in by_index else known[keys[i]] for i in range(len(planned))]
+
+
 def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
     cfg: DialogueConfig = ctx.config
-    llm = ctx.llm
     seeds = inputs["qa_seeds"]
     passages = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
     top_k = int(cast(int | None, inputs["retrievals"]["rank"].max()) or 10)  # K as the retrieve stage used it
@@ -335,50 +388,7 @@ def run(inputs: Frames, ctx: StageContext[DialogueConfig]) -> Frames:
         planned += [(doc, k, pool) for k in range(per_doc if pool else 0)]
 
     tables: dict[str, Mapping] = {"seeds": seed_rows, "doc_seeds": by_doc, "passage_seeds": by_passage, "passages": passages}
-    memo = _memo(ctx, tables, contexts)
-    keys = [memo.key(doc, k, pool) for doc, k, pool in planned] if memo else []
-    known = memo.memo.get(keys) if memo else {}
-    todo = [i for i in range(len(planned)) if not keys or keys[i] not in known]
-    sentences.load_for(planned[i][0]["lang"] for i in todo)
-
-    def converse(i: int) -> list[TurnsRow] | None:
-        doc, k, pool = planned[i]
-        if memo is None:
-            return _converse(doc, k, pool, seed_rows, by_doc, by_passage, contexts, passages, cfg, llm, ctx)
-        reads = Reads()
-        view = {name: reads.view(name, table) for name, table in tables.items()}
-        realised = _converse(
-            doc,
-            k,
-            pool,
-            view["seeds"],
-            view["doc_seeds"],
-            view["passage_seeds"],
-            contexts.traced(reads),
-            view["passages"],
-            cfg,
-            llm,
-            ctx,
-        )
-        if realised is not None:
-            memo.memo.put(keys[i], reads, realised)
-        return realised
-
-    # Dialogues advance turn by turn, each on its own; all of them together (see llm.parallel).
-    try:
-        fresh = map_items(
-            converse,
-            todo,
-            llm,
-            (USER, ASSISTANT),
-            ctx.progress,
-            longest_first=lambda i: _planned_turns(planned[i][0], planned[i][1], cfg, ctx),
-        )
-    finally:
-        if memo is not None:
-            memo.memo.cache.close()
-    by_index = dict(zip(todo, fresh))
-    conversed = [by_index[i] if i in by_index else known[keys[i]] for i in range(len(planned))]
+    conversed = _conversations(planned, tables, contexts, cfg, ctx)
     dialogues: list[DialoguesRow] = []
     turns: list[TurnsRow] = []
     for (doc, _, _), realised in zip(planned, conversed):
