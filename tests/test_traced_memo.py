@@ -58,3 +58,16 @@ def test_a_traced_table_cannot_be_listed():
     assert view["a"] == "b" and "a" in view and view.get("z") is None
     with pytest.raises(TypeError, match="links"):
         list(view)
+
+
+def test_results_are_checked_a_chunk_at_a_time(tmp_path):
+    links, names = {"a": "b", "x": "y"}, {"a": "A", "b": "B", "x": "X", "y": "Y"}
+    cache = ResultCache(tmp_path / "r.sqlite", "follow", "1")
+    calls: list = []
+    for start in ("a", "x"):
+        _run(TracedMemo(cache, {"links": links, "names": names}), links, names, start, calls)
+    keys = [item_digest(("follow", s)) for s in ("a", "x")]
+    names["y"] = "Y2"  # read by the run from "x" only (a memo digests the tables as they are when made)
+    memo = TracedMemo(cache, {"links": links, "names": names})
+    assert memo.get(keys, chunk=1) == {keys[0]: ["A", "B"]}
+    assert memo.get(keys, chunk=1) == memo.get(keys)
