@@ -121,13 +121,17 @@ def open_result_cache(path: Path, namespace: str, version: str, buffer: int = 0)
 
 
 def cached_map(
-    compute: Callable[[list[Any]], list[Any]], items: Sequence[Any], cache: ResultCache | None
+    compute: Callable[[list[Any]], list[Any]],
+    items: Sequence[Any],
+    cache: ResultCache | None,
+    keys: Callable[[Any], Any] | None = None,
 ) -> tuple[list[Any], int]:
     """`compute` (a fan-out map: one result per item, in order) over the items the cache lacks;
-    (every item's result in order, how many came from the cache)."""
+    (every item's result in order, how many came from the cache). `keys`: what an item is filed
+    under, digested (default: the item itself; a key can stand in for large inputs by their digests)."""
     if cache is None:
         return compute(list(items)), 0
-    digests = [item_digest(i) for i in items]
+    digests = [item_digest(keys(i) if keys else i) for i in items]
     found = cache.get(digests)
     todo = [k for k, d in enumerate(digests) if d not in found]
     fresh = compute([items[k] for k in todo]) if todo else []

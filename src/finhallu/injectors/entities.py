@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from finhallu.codeversion import code_hash
 from finhallu.llm.operations import operation
-from finhallu.result_cache import CACHE_FILE, ResultCache, item_digest, open_result_cache
+from finhallu.result_cache import CACHE_FILE, ResultCache, cached_map, open_result_cache
 from finhallu.text.morpheme_cache import analyser_id
 from finhallu.injectors import Injected, TurnView
 from finhallu.text.words import fix_particle
@@ -230,15 +230,13 @@ def mentions(text: str, lang: str) -> list[tuple[str, int, int]]:
 def named_in(texts: list[str], lang: str, cache: ResultCache | None = None) -> list[tuple[str, ...]]:
     """The typed entity names each text mentions. `cache` (a result cache versioned by this module's
     code and the analyser, `mentions_cache`): texts an earlier build read are not analysed again."""
-    keys = [item_digest((lang, t)) for t in texts] if cache is not None else []
-    known = cache.get(keys) if cache is not None else {}
-    todo = [t for i, t in enumerate(texts) if not keys or keys[i] not in known]
-    if lang == "ko":
-        prefetch_noun_phrases(todo)
-    fresh = {t: tuple(sorted({m[0] for m in mentions(t, lang)})) for t in todo}
-    if cache is not None:
-        cache.put([(k, fresh[t]) for k, t in zip(keys, texts) if k not in known and t in fresh])
-    return [known[keys[i]] if keys and keys[i] in known else fresh[t] for i, t in enumerate(texts)]
+
+    def read(todo: list[str]) -> list[tuple[str, ...]]:
+        if lang == "ko":
+            prefetch_noun_phrases(todo)
+        return [tuple(sorted({m[0] for m in mentions(t, lang)})) for t in todo]
+
+    return cached_map(read, texts, cache, keys=lambda t: (lang, t))[0]
 
 
 def mentions_cache(cache_dir: Path | None) -> ResultCache | None:

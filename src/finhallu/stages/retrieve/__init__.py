@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from finhallu.codeversion import code_hash
-from finhallu.result_cache import CACHE_FILE, ResultCache, item_digest, open_result_cache
+from finhallu.result_cache import CACHE_FILE, cached_map, item_digest, open_result_cache
 from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kwargs, judge_lazily, step1_verdicts
 from finhallu.schemas.rows import HardNegativesRow, RetrievalsRow
 from finhallu.schemas.rules import Rule
@@ -79,36 +79,24 @@ def _checked(rows: list[dict], ranked_of: list, pids: list, texts: list, docs: l
     what it reads (the seed's fields, its ranked passages' ids, documents and texts, K), so a
     rebuild after new documents checks again only the seeds whose rankings changed."""
     memo = open_result_cache(cache_dir / CACHE_FILE, "retrieve-checks", code_hash(__name__), buffer=2000) if cache_dir else None
-    if memo is None:
-        return [_checks(seed, ranked, pids, texts, docs, top_k) for seed, ranked in zip(rows, ranked_of)]
-    try:
-        return _checked_through(memo, rows, ranked_of, pids, texts, docs, top_k)
-    finally:
-        memo.close()
-
-
-def _checked_through(
-    memo: ResultCache, rows: list[dict], ranked_of: list, pids: list, texts: list, docs: list, top_k: int
-) -> list:
-    text_keys: dict[int, bytes] = {}
+    text_keys: dict[int, bytes] = {}  # a passage's text digest, made once (it is in many seeds' rankings)
 
     def text_key(j: int) -> bytes:
         if j not in text_keys:
             text_keys[j] = item_digest(texts[j])
         return text_keys[j]
 
-    keys = [
-        item_digest(([seed[f] for f in _CHECKED_FIELDS], [(pids[j], docs[j], text_key(j)) for j, _ in ranked], top_k))
-        for seed, ranked in zip(rows, ranked_of)
-    ]
-    found = memo.get(keys)
-    out = []
-    for seed, ranked, key in zip(rows, ranked_of, keys):
-        if key not in found:
-            found[key] = _checks(seed, ranked, pids, texts, docs, top_k)
-            memo.put([(key, found[key])])
-        out.append(found[key])
-    return out
+    def key(i: int) -> tuple:
+        return [rows[i][f] for f in _CHECKED_FIELDS], [(pids[j], docs[j], text_key(j)) for j, _ in ranked_of[i]], top_k
+
+    def check(todo: list[int]) -> list:
+        return [_checks(rows[i], ranked_of[i], pids, texts, docs, top_k) for i in todo]
+
+    try:
+        return cached_map(check, range(len(rows)), memo, keys=key)[0]
+    finally:
+        if memo is not None:
+            memo.close()
 
 
 def run(inputs: Frames, ctx: StageContext[RetrieveConfig]) -> Frames:
