@@ -353,6 +353,20 @@ def test_export_is_a_hugging_face_layout_and_rerun_byte_identical(assembled, tmp
     assert _tree_digest(root) == _tree_digest(_export(tmp_path / "h2", samples))
 
 
+def test_export_written_a_few_rows_at_a_time_is_the_same_bytes(assembled, tmp_path, monkeypatch):
+    """The JSON lines go out a slice at a time (bounded memory at paper scale): slices of 1 or 2
+    rows, each split cut into several, give the files one slice per split gives."""
+    import finhallu.export as export
+
+    _, out = assembled
+    samples = CONTRACTS["samples"].conform(out["samples"])
+    whole = _tree_digest(_export(tmp_path / "h1", samples))
+    assert samples.group_by("split").len()["len"].max() > 2  # so slices of 2 do cut a split
+    for rows in (1, 2):
+        monkeypatch.setattr(export, "EXPORT_SLICE_ROWS", rows)
+        assert _tree_digest(_export(tmp_path / f"s{rows}", samples)) == whole
+
+
 def test_sft_records_carry_rationales_in_the_samples_language(assembled, tmp_path):
     _, out = assembled
     root = _export(tmp_path / "h", CONTRACTS["samples"].conform(out["samples"]))

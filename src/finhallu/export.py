@@ -174,6 +174,17 @@ def dataset_card(df: pl.DataFrame, version: int) -> str:
     return "\n".join(lines)
 
 
+EXPORT_SLICE_ROWS = 1000  # rows turned into Python dicts at once: each holds its K passages' texts
+
+
+def _write_jsonl(path: Path, frame: pl.DataFrame, record=lambda r: r) -> None:
+    """`frame`'s rows as JSON lines, `record` applied to each; a slice at a time, so that a split's
+    rows are never all Python dicts at once (at 3,060 documents that was +0.9 GB at the build's end)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for part in frame.iter_slices(EXPORT_SLICE_ROWS):
+            fh.writelines(json.dumps(record(r), ensure_ascii=False) + "\n" for r in part.to_dicts())
+
+
 def export_files(home: Path, samples_ref: TableRef) -> Path:
     """Write exports/samples@v<n>/ once per samples version (atomic: temp dir, then rename)."""
     final = Path(home) / "exports" / f"samples@v{samples_ref.version}"
@@ -183,7 +194,12 @@ def export_files(home: Path, samples_ref: TableRef) -> Path:
     tmp = final.parent / f".tmp-{uuid.uuid4().hex}"
     for sub in ("data", "labels", "jsonl", "sft"):
         (tmp / sub).mkdir(parents=True)
-    faithful = {r["pair_id"]: r["response"] for r in df.filter(pl.col("label_binary") == "faithful").iter_rows(named=True)}
+    faithful_rows = df.filter(pl.col("label_binary") == "faithful").select("pair_id", "response")
+    faithful = dict(zip(faithful_rows["pair_id"].to_list(), faithful_rows["response"].to_list()))
+
+    def sft(r: dict) -> dict:
+        return sft_record(r, faithful.get(r["pair_id"]) if r["label_binary"] == "hallucinated" else None)
+
     for split in sorted(df["split"].unique().to_list()):
         part = df.filter(pl.col("split") == split)
         for sub, frame, jsonl in (
@@ -191,14 +207,8 @@ def export_files(home: Path, samples_ref: TableRef) -> Path:
             ("labels", labels_and_provenance(part), f"{split}.labels.jsonl"),
         ):
             frame.write_parquet(tmp / sub / f"{split}-00000-of-00001.parquet", statistics=False)
-            with open(tmp / "jsonl" / jsonl, "w", encoding="utf-8") as fh:
-                for r in frame.to_dicts():
-                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-        rows = part.to_dicts()
-        with open(tmp / "sft" / f"{split}.jsonl", "w", encoding="utf-8") as fh:
-            for r in rows:
-                counterpart = faithful.get(r["pair_id"]) if r["label_binary"] == "hallucinated" else None
-                fh.write(json.dumps(sft_record(r, counterpart), ensure_ascii=False) + "\n")
+            _write_jsonl(tmp / "jsonl" / jsonl, frame)
+        _write_jsonl(tmp / "sft" / f"{split}.jsonl", part, sft)
     (tmp / "README.md").write_text(dataset_card(df, samples_ref.version), encoding="utf-8")
     try:
         os.rename(tmp, final)

@@ -22,6 +22,7 @@ from finhallu.flows.stage_task import stage_results_dir, stage_task
 from finhallu.progress import reporter
 from finhallu.schemas.gate import GateFailed
 from finhallu.export import export_files
+from finhallu.memos import clear_memos
 from finhallu.stages.pipeline import STAGES
 from finhallu.warehouse.storage import resolve_home
 from finhallu.warehouse import Catalog, TableRef
@@ -156,6 +157,7 @@ def run_build(
             outcome.flow_run_id = out.get("flow_run_id")
             if until is None:
                 outcome.report = str(write_report(home, build_id, out["refs"]["report_index"]))
+                clear_memos()  # the last stage's, and the heap it freed, before the export reads samples
                 export_files(home, out["refs"]["samples"])
         except GateFailed as exc:
             outcome.failed_stage, outcome.message = exc.stage, str(exc)
