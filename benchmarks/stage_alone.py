@@ -104,7 +104,7 @@ def main() -> None:
     missing = [n for n, r in refs.items() if r is None]
     if missing:
         raise SystemExit(f"{args.home}: no published {', '.join(missing)}; build the home first")
-    frames = {name: catalog.store.read(ref) for name, ref in refs.items() if ref is not None}
+    frames = {name: catalog.store.read(ref, stage.unread.get(name, ())) for name, ref in refs.items() if ref is not None}
     ctx = stage.context(cfg, input_hashes={n: r.content_hash for n, r in refs.items() if r}, cache_dir=args.home / "cache")
     runtime = LLMRuntime.for_home(args.home, cfg.llm, stage.name)
     prof = cProfile.Profile() if args.cprofile else None

@@ -44,6 +44,8 @@ def test_a_url_home_keeps_tables_and_records_at_the_url(s3_env, tmp_path, monkey
     assert _pub(store, "t", pl.DataFrame({"k": [1, 2]})) == r1, "identical content re-uses its version"
     r2 = _pub(store, "t", pl.DataFrame({"k": [3]}))
     assert r2.version == 2 and store.read(r2)["k"].to_list() == [3]
+    wide = _pub(store, "w", pl.DataFrame({"k": [1], "text": ["긴 본문"], "n": [2]}))
+    assert store.read(wide, without=("text",)).columns == ["k", "n"], "a column left unread at a URL too"
     store.set_current([r2])
     catalog = Catalog(home)
     catalog.record_build({"build_id": "b1", "status": "succeeded", "started_at": "2026-01-01T00:00:00"})
@@ -86,6 +88,23 @@ def test_a_state_folder_serves_one_url(s3_env):
     resolve_home("s3://unit-bucket/a b")
     with pytest.raises(StorageError, match="belongs to s3://unit-bucket/a b, not s3://unit-bucket/a_b"):
         resolve_home("s3://unit-bucket/a_b")
+
+
+def test_a_stage_is_given_its_inputs_without_the_columns_it_declares_unread(tmp_path):
+    from finhallu.schemas.contracts import CONTRACTS
+    from finhallu.stages.pipeline import STAGES
+
+    store = TableStore(tmp_path)
+    ref = _pub(store, "t", pl.DataFrame({"k": [1, 2], "text": ["a", "b"], "n": [3, 4]}))
+    assert store.read(ref, without=("text", "absent")).columns == ["k", "n"]
+    assert store.read(ref).columns == ["k", "text", "n"]
+    declared = [(s.name, t, c) for s in STAGES for t, cols in s.unread.items() for c in cols]
+    assert ("metrics", "samples", "passages") in declared and ("report", "samples", "passages") in declared
+    for stage, table, column in declared:  # a misspelt column would be read after all
+        stage_inputs = next(s.inputs for s in STAGES if s.name == stage)
+        assert table in stage_inputs and column in CONTRACTS[table].columns, (stage, table, column)
+        keys = {*CONTRACTS[table].key, *CONTRACTS[table].parents}
+        assert column not in keys, f"{stage} needs {table}.{column} to check references"
 
 
 def test_local_paths_and_file_urls_stay_local_homes(tmp_path):

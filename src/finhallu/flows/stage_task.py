@@ -98,7 +98,7 @@ def _execute(
 ):
     started = time.perf_counter()
     catalog = Catalog(Path(home))
-    frames = {name: catalog.store.read(ref) for name, ref in inputs.items()}
+    frames = {name: catalog.store.read(ref, stage.unread.get(name, ())) for name, ref in inputs.items()}
     ctx = stage.context(
         cfg,
         input_hashes={n: r.content_hash for n, r in inputs.items()},

@@ -117,6 +117,9 @@ class Stage(Generic[C]):
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     description: str = ""
+    # Input columns the stage never reads: left out of the frames it is given (samples' passages and
+    # history are ~90 % of the table; metrics and report need its labels only)
+    unread: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     roles: tuple[str, ...] = ()  # LLM roles the stage calls under fixed names (their config enters the cache key)
     configured_roles: RolesOf | None = None  # and those its config names
     operations: tuple[str, ...] = ()  # LLM operations (their prompt versions enter the cache key)

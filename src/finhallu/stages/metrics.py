@@ -493,6 +493,12 @@ def detector_metrics(
     return out
 
 
+# What a detector reads of a sample; the metrics need its labels and slices only
+SAMPLE_TEXTS = ("history", "passages", "response", "query", "standalone_query")
+# Neither the metrics nor the report read a detection's rationale
+UNREAD = {"samples": SAMPLE_TEXTS, "detections": ("rationale",)}
+
+
 def evaluate(
     samples: pl.DataFrame,
     detections: pl.DataFrame,
@@ -502,7 +508,7 @@ def evaluate(
     dataset_version: str,
     fanout: Fanout = InProcess(),
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    keep = [c for c in samples.columns if c not in ("history", "passages", "response", "query", "standalone_query")]
+    keep = [c for c in samples.columns if c not in SAMPLE_TEXTS]
     joined = detections.join(samples.select(keep), on="sample_id", how="inner").sort("detector", "sample_id")
     rows: list[MetricsRow] = []
     conf: list[ConfusionRow] = []
@@ -540,5 +546,6 @@ STAGE = Stage(
     MetricsConfig,
     inputs=("samples", "detections"),
     outputs=("metrics", "confusion", "detector_tests"),
+    unread=UNREAD,
     description="metrics with bootstrap CIs and paired tests",
 )

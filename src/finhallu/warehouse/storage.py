@@ -29,7 +29,7 @@ import re
 import shutil
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Collection, Iterable, Protocol
 
 import polars as pl
 
@@ -255,11 +255,17 @@ def resolve_home(value: str | Path, check: str | None = None) -> Path:
     return state
 
 
-def read_parquet(url: str) -> pl.DataFrame:
-    """A Parquet file by local path or fsspec URL."""
+def read_parquet(url: str, without: Collection[str] = ()) -> pl.DataFrame:
+    """A Parquet file by local path or fsspec URL; `without`: columns not to read (never loaded)."""
     if not is_url(url):
-        return pl.read_parquet(url)
+        return pl.read_parquet(url, columns=_kept(pl.read_parquet_schema(url), without))
     import fsspec
 
     with fsspec.open(url, "rb") as fh:
-        return pl.read_parquet(fh)
+        columns = _kept(pq.read_schema(fh).names, without)
+        fh.seek(0)
+        return pl.read_parquet(fh, columns=columns)
+
+
+def _kept(names: Iterable[str], without: Collection[str]) -> list[str] | None:
+    return [n for n in names if n not in without] if without else None

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Collection
 
 import polars as pl
 
@@ -153,8 +154,8 @@ class TableStore:
         return removed
 
     # ---- read / publish -------------------------------------------------------------
-    def read(self, ref: TableRef) -> pl.DataFrame:
-        return read_table(ref)
+    def read(self, ref: TableRef, without: Collection[str] = ()) -> pl.DataFrame:
+        return read_table(ref, without)
 
     def publish(
         self,
@@ -212,6 +213,6 @@ def _version_rel(name: str, version: int) -> str:
     return f"{TABLES}/{name}/version={version}"
 
 
-def read_table(ref: TableRef) -> pl.DataFrame:
-    """A published version's rows, wherever its home keeps them."""
-    return read_parquet(f"{ref.path}/{PART}")
+def read_table(ref: TableRef, without: Collection[str] = ()) -> pl.DataFrame:
+    """A published version's rows, wherever its home keeps them; `without`: columns left unread."""
+    return read_parquet(f"{ref.path}/{PART}", without)

@@ -24,7 +24,7 @@ from finhallu.stages.assemble.validity import failing as failing_shortcuts
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS
 from finhallu.schemas.rows import ConfusionRow, DetectorTestsRow, MetricsRow, ReportIndexRow
 from finhallu.stages.base import Frames, Stage, StageContext, typed_rows
-from finhallu.stages.metrics import LABEL_3CLASS
+from finhallu.stages.metrics import LABEL_3CLASS, UNREAD
 from pydantic import Field
 from finhallu.schemas.section import Section
 
@@ -424,6 +424,7 @@ STAGE = Stage(
     inputs=("metrics", "confusion", "detector_tests", "dataset_stats", "detections", "samples"),
     outputs=("report_index",),
     description="HTML report",
+    unread=UNREAD,
     # The report names the backend of every role that made the benchmark.
     configured_roles=lambda cfg, roles: roles,
     resources=("stages/report/report_template.html.j2", "stages/report/report_compare.html.j2"),
