@@ -107,9 +107,12 @@ def run(inputs: Frames, ctx: StageContext[InjectionQCConfig]) -> Frames:
     cfg: InjectionQCConfig = ctx.config
     llm = ctx.llm
     passages = dict(zip(inputs["passages"]["passage_id"], inputs["passages"]["text"]))
-    turns = {t["turn_id"]: t for t in inputs["turns"].iter_rows(named=True)}
+    # One dict per turn, indexed by id and grouped by dialogue, without its context: two copies with
+    # their contexts were 163 MB of Python heap at 544 documents, this is 30 MB
+    turns: dict[str, dict] = {}
     history: dict[str, list[dict]] = {}
     for t in inputs["turns"].sort("dialogue_id", "turn_index").iter_rows(named=True):
+        turns[t["turn_id"]] = t
         history.setdefault(t["dialogue_id"], []).append(t)
     rows: list[InjectionQcRow] = []
     inj_rows = list(inputs["injections"].sort("injection_id").iter_rows(named=True))
@@ -206,6 +209,7 @@ STAGE = Stage(
     inputs=("injections", "turns", "passages"),
     outputs=("injection_qc",),
     description="injection judge and label verifier",
+    unread={"turns": ("context",)},  # an injection carries the context it was judged in
     roles=("injection_judge", "label_verifier"),
     operations=("judge_injection", "verify_sample"),
 )
