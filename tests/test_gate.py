@@ -53,6 +53,27 @@ def test_duplicate_key_and_bad_label_fail_with_offending_rows():
     assert "documents" in msg and "expect_column_values_to_be_unique" in msg and "d1" in msg
 
 
+def test_types_are_judged_on_the_schema_and_a_nested_column_by_its_nulls():
+    """The contract suite reads the column list and types off the dtypes (a frame of no rows) and a
+    List column's values only for being null: the outcomes are those of the whole frame."""
+    df = CONTRACTS["documents"].conform(_docs(["d1", "d2", "d3"]))
+    gappy = df.with_columns(pl.when(pl.col("doc_id") == "d2").then(None).otherwise(pl.col("blocks")).alias("blocks"))
+    res = run_gate("documents", gappy, {})
+    [row] = res.failed
+    assert (row["expectation"], row["column_name"], row["unexpected_count"]) == (
+        "expect_column_values_to_not_be_null",
+        "blocks",
+        1,
+    )
+    assert "d2" in row["sample"]
+    types = [r for r in res.rows if r["expectation"] == "expect_column_values_to_be_of_type"]
+    assert {r["column_name"] for r in types} >= {"blocks", "doc_id"} and all(r["outcome"] == "passed" for r in types)
+    # a frame that skipped its contract: the wrong types fail, each once, from the schema alone
+    wrong = gappy.with_columns(pl.col("blocks").cast(pl.List(pl.Struct({"text": pl.String}))).list.len().alias("blocks"))
+    wrong_types = {r["column_name"] for r in run_gate("documents", wrong, {}).failed if "of_type" in r["expectation"]}
+    assert wrong_types == {"blocks"}
+
+
 def test_stage_rule_institution_in_two_splits_fails():
     df = CONTRACTS["documents"].conform(_docs(["d1", "d2"], splits=["train", "test"]))
     res = run_gate("documents", df, {}, table_rules("documents"))
