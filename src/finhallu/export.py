@@ -179,7 +179,7 @@ EXPORT_SLICE_ROWS = 1000  # rows turned into Python dicts at once: each holds it
 
 def _write_jsonl(path: Path, frame: pl.DataFrame, record=lambda r: r) -> None:
     """`frame`'s rows as JSON lines, `record` applied to each; a slice at a time, so that a split's
-    rows are never all Python dicts at once (at 3,060 documents that was +0.9 GB at the build's end)."""
+    rows are never all Python dicts at once (the export at 3,060 documents: +0.86 -> +0.64 GB)."""
     with open(path, "w", encoding="utf-8") as fh:
         for part in frame.iter_slices(EXPORT_SLICE_ROWS):
             fh.writelines(json.dumps(record(r), ensure_ascii=False) + "\n" for r in part.to_dicts())

@@ -257,15 +257,15 @@ def resolve_home(value: str | Path, check: str | None = None) -> Path:
 
 def read_parquet(url: str, without: Collection[str] = ()) -> pl.DataFrame:
     """A Parquet file by local path or fsspec URL; `without`: columns not to read (never loaded)."""
-    if not is_url(url):
-        return pl.read_parquet(url, columns=_kept(pl.read_parquet_schema(url), without))
+    if not is_url(url):  # the footer is read for the column names only when some are left out
+        return pl.read_parquet(url, columns=_kept(pl.read_parquet_schema(url), without) if without else None)
     import fsspec
 
     with fsspec.open(url, "rb") as fh:
-        columns = _kept(pq.read_schema(fh).names, without)
+        columns = _kept(pq.read_schema(fh).names, without) if without else None
         fh.seek(0)
         return pl.read_parquet(fh, columns=columns)
 
 
-def _kept(names: Iterable[str], without: Collection[str]) -> list[str] | None:
-    return [n for n in names if n not in without] if without else None
+def _kept(names: Iterable[str], without: Collection[str]) -> list[str]:
+    return [n for n in names if n not in without]

@@ -60,8 +60,8 @@ def arrow_table(df: pl.DataFrame) -> pa.Table:
 
 def content_hash(table: pl.DataFrame | pa.Table) -> str:
     """Hash of schema + data in Arrow IPC form; independent of Parquet encoder details. Only names,
-    types and values count. The stream is hashed as it is written: held in memory (and copied out
-    of it) it cost four times the table, +1.2 GB for `samples` at 3,060 documents."""
+    types and values count. The stream is hashed as it is written: held in memory and copied out of
+    it, hashing `samples` at 3,060 documents took +0.64 GB, this way +0.31 GB."""
     if isinstance(table, pl.DataFrame):
         table = arrow_table(table)
     sink = _Sha256Sink()
