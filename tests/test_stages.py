@@ -133,6 +133,10 @@ def test_rows_built_column_by_column_equal_polars_reading_the_rows():
     assert built.schema == pl.Schema(schema)
     expected = pl.DataFrame(rows, schema=schema).sort("id")
     assert built.equals(expected)
+    # string views handed to Arrow as they are: published as the same bytes (the store's digest)
+    from finhallu.warehouse.store import content_hash
+
+    assert content_hash(built) == content_hash(expected)
     assert built["passages"].to_list() == [None, [{"passage_id": "p1", "rank": 1}, {"passage_id": "p2", "rank": None}], []]
     assert built["history"].to_list()[2] == [{"role": "user", "content": None}, {"role": "assistant", "content": "r"}]
     assert typed_rows_frame([], schema, "id").height == 0
