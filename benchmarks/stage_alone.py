@@ -27,6 +27,7 @@ from pathlib import Path
 
 from finhallu.config import load_config
 from finhallu.flows.rss import RssWatch
+from finhallu.flows.stage_task import inputs_for_gates
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import prepare_gates, run_gate
 from finhallu.llm.runtime import LLMRuntime, use_runtime
@@ -105,6 +106,7 @@ def main() -> None:
     if missing:
         raise SystemExit(f"{args.home}: no published {', '.join(missing)}; build the home first")
     frames = {name: catalog.store.read(ref, stage.unread.get(name, ())) for name, ref in refs.items() if ref is not None}
+    inputs_size = sum(f.estimated_size() for f in frames.values())
     ctx = stage.context(cfg, input_hashes={n: r.content_hash for n, r in refs.items() if r}, cache_dir=args.home / "cache")
     runtime = LLMRuntime.for_home(args.home, cfg.llm, stage.name)
     prof = cProfile.Profile() if args.cprofile else None
@@ -125,9 +127,7 @@ def main() -> None:
     if watcher:
         watcher.done.set()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(
-        f"{stage.name}: {seconds:.1f} s, peak RSS {peak / 2**30:.2f} GB (inputs {sum(f.estimated_size() for f in frames.values()) / 2**30:.2f} GB)"
-    )
+    print(f"{stage.name}: {seconds:.1f} s, peak RSS {peak / 2**30:.2f} GB (inputs {inputs_size / 2**30:.2f} GB)")
     for name, frame in outputs.items():
         print(f"  {name}: {frame.height} rows, content {frame_hash(frame)}")
     if watcher and held is not None:
@@ -137,7 +137,7 @@ def main() -> None:
             show_heap(f"-- near the peak ({watcher.level / 2**30:.2f} GB traced)", watcher.snapshot, args.tracemalloc)
         show_heap("-- at the end", held, args.tracemalloc)
     if args.gate:
-        gate_outputs(outputs, frames, stage.rules)
+        gate_outputs(outputs, inputs_for_gates(catalog, stage, {n: r for n, r in refs.items() if r}, frames), stage.rules)
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.cprofile)

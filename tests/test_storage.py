@@ -107,6 +107,24 @@ def test_a_stage_is_given_its_inputs_without_the_columns_it_declares_unread(tmp_
         assert column not in keys, f"{stage} needs {table}.{column} to check references"
 
 
+def test_an_input_a_stage_handed_back_is_read_again_for_its_gates(tmp_path):
+    """detect pops `samples` once it holds them as rows (their memory goes while it works); its
+    outputs' gates still see samples, read again from the store without its unread columns."""
+    from finhallu.flows.stage_task import inputs_for_gates
+    from finhallu.stages.base import Stage
+
+    catalog = Catalog(tmp_path)
+    samples = pl.DataFrame({"sample_id": ["s1", "s2"], "passages": ["long", "text"]})
+    ref = _pub(catalog.store, "samples", samples)
+    stage = Stage("x", lambda frames, ctx: {}, object, inputs=("samples",), outputs=(), unread={"samples": ("passages",)})  # type: ignore[arg-type]
+    frames = {"samples": catalog.store.read(ref, ("passages",))}
+    kept = frames["samples"]
+    assert inputs_for_gates(catalog, stage, {"samples": ref}, frames)["samples"] is kept  # not read twice
+    frames.pop("samples")
+    again = inputs_for_gates(catalog, stage, {"samples": ref}, frames)["samples"]
+    assert again.equals(samples.drop("passages"))
+
+
 def test_local_paths_and_file_urls_stay_local_homes(tmp_path):
     assert resolve_home(f"file://{tmp_path}/h") == tmp_path / "h"
     assert resolve_home(tmp_path / "h") == tmp_path / "h"

@@ -89,7 +89,7 @@ def summary_markdown(
 
 def publish_stage_summary(
     stage: str,
-    frames: dict[str, pl.DataFrame],
+    rows_in: dict[str, int],
     outputs: dict[str, pl.DataFrame],
     seconds: float,
     gate_rows: dict[str, list[dict]],
@@ -98,7 +98,7 @@ def publish_stage_summary(
     memory: str | None = None,
 ) -> None:
     """The INFO line and the `stage-<name>` artifact, inside a Prefect run (nothing outside one).
-    `memory`: the stage's resident-memory line (flows/rss.py), when measured."""
+    `rows_in`: each input's rows; `memory`: the stage's resident-memory line (flows/rss.py), when measured."""
     try:
         from prefect.context import get_run_context
         from prefect.logging import get_run_logger
@@ -108,7 +108,6 @@ def publish_stage_summary(
         return
     from prefect.artifacts import create_markdown_artifact
 
-    rows_in = {n: df.height for n, df in frames.items()}
     gates = {n: not any(r["outcome"] != "passed" for r in rows) for n, rows in gate_rows.items()}
     line = summary_line(stage, rows_in, {n: d.height for n, d in outputs.items()}, seconds, gates)
     get_run_logger().info(line + (f"; {memory}" if memory else ""))

@@ -99,6 +99,7 @@ def _execute(
     started = time.perf_counter()
     catalog = Catalog(Path(home))
     frames = {name: catalog.store.read(ref, stage.unread.get(name, ())) for name, ref in inputs.items()}
+    rows_in = {name: frame.height for name, frame in frames.items()}
     ctx = stage.context(
         cfg,
         input_hashes={n: r.content_hash for n, r in inputs.items()},
@@ -138,10 +139,11 @@ def _execute(
         raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
 
     clear_memos()  # the stage's memos and freed heap handed back before the gates copy its outputs
+    frames = inputs_for_gates(catalog, stage, inputs, frames)
     gated = gate_outputs(catalog, stage.name, {n: outputs[n] for n in stage.outputs}, frames, stage.rules, build_id)
     publish_stage_summary(
         stage.name,
-        frames,
+        rows_in,
         {n: gated.tables.get(n, outputs[n]) for n in stage.outputs},
         time.perf_counter() - started,
         {n: r.rows for n, r in gated.results.items()},
@@ -150,6 +152,15 @@ def _execute(
         memory.line(),  # up to the gates (the stage's work); publishing writes what is already held
     )
     return publish_gated(catalog, gated, list(inputs.values()), build_id, flow_run_id)
+
+
+def inputs_for_gates(catalog: Catalog, stage, inputs: dict[str, TableRef], frames: dict) -> dict:
+    """The stage's inputs as the gates see them (references, rules): an input the stage handed back
+    (popped from its frames) read again."""
+    return {
+        name: frames[name] if name in frames else catalog.store.read(ref, stage.unread.get(name, ()))
+        for name, ref in inputs.items()
+    }
 
 
 def stage_warning(message: str) -> None:

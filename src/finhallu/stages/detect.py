@@ -65,8 +65,14 @@ def dataset_of(samples: pl.DataFrame) -> str:
 def run_detectors(
     samples: pl.DataFrame, detectors: dict[str, dict], eval_id: str, ctx: DetectorContext | None = None, progress=None
 ) -> pl.DataFrame:
+    return detect_items(list(shared_rows(samples)), detectors, eval_id, ctx, progress)
+
+
+def detect_items(
+    items: list[dict], detectors: dict[str, dict], eval_id: str, ctx: DetectorContext | None = None, progress=None
+) -> pl.DataFrame:
+    """`run_detectors` on the samples already read as rows (`shared_rows`)."""
     ctx = ctx or DetectorContext()
-    items = list(shared_rows(samples))
     plan = []
     for name, overrides in detectors.items():  # validate every configuration before running any
         det = get_detector(base_name(name))
@@ -122,15 +128,17 @@ def _detection_rows(items: list[dict], plan: list, in_flight: dict, eval_id: str
 
 def run(inputs: Frames, ctx: StageContext[DetectConfig]) -> Frames:
     cfg = ctx.config
-    samples = inputs["samples"]
+    samples = inputs.pop("samples")  # handed back once read as rows: the detectors read the rows
     eval_id = eval_id_for(dataset_of(samples), ctx.input_hashes.get("samples", "unversioned"))
+    items = list(shared_rows(samples))
+    del samples
     dctx = DetectorContext(seed=ctx.seed, roles=ctx.roles, cache_dir=ctx.cache_dir, fanout=ctx.fanout, _router=ctx.llm)
     detectors = dict(cfg.detectors)
     if cfg.baselines:
         from finhallu.detectors.baselines import BASELINES
 
         detectors.update({b: detectors.get(b, {}) for b in BASELINES})
-    return {"detections": run_detectors(samples, detectors, eval_id, dctx, ctx.progress)}
+    return {"detections": detect_items(items, detectors, eval_id, dctx, ctx.progress)}
 
 
 def _judge_roles(cfg: DetectConfig, _roles) -> list[str]:
