@@ -28,6 +28,7 @@ from pathlib import Path
 from finhallu.config import load_config
 from finhallu.flows.rss import RssWatch
 from finhallu.flows.stage_task import inputs_for_gates
+from finhallu.stages.base import OwnedFrames
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import prepare_gates, run_gate
 from finhallu.llm.runtime import LLMRuntime, use_runtime
@@ -105,7 +106,9 @@ def main() -> None:
     missing = [n for n, r in refs.items() if r is None]
     if missing:
         raise SystemExit(f"{args.home}: no published {', '.join(missing)}; build the home first")
-    frames = {name: catalog.store.read(ref, stage.unread.get(name, ())) for name, ref in refs.items() if ref is not None}
+    frames = OwnedFrames(
+        (name, catalog.store.read(ref, stage.unread.get(name, ()))) for name, ref in refs.items() if ref is not None
+    )
     inputs_size = sum(f.estimated_size() for f in frames.values())
     ctx = stage.context(cfg, input_hashes={n: r.content_hash for n, r in refs.items() if r}, cache_dir=args.home / "cache")
     runtime = LLMRuntime.for_home(args.home, cfg.llm, stage.name)

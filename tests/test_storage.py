@@ -108,19 +108,21 @@ def test_a_stage_is_given_its_inputs_without_the_columns_it_declares_unread(tmp_
 
 
 def test_an_input_a_stage_handed_back_is_read_again_for_its_gates(tmp_path):
-    """detect pops `samples` once it holds them as rows (their memory goes while it works); its
+    """detect hands back `samples` once it holds them as rows (their memory goes while it works); its
     outputs' gates still see samples, read again from the store without its unread columns."""
     from finhallu.flows.stage_task import inputs_for_gates
-    from finhallu.stages.base import Stage
+    from finhallu.stages.base import OwnedFrames, Stage, hand_back
 
     catalog = Catalog(tmp_path)
     samples = pl.DataFrame({"sample_id": ["s1", "s2"], "passages": ["long", "text"]})
     ref = _pub(catalog.store, "samples", samples)
     stage = Stage("x", lambda frames, ctx: {}, object, inputs=("samples",), outputs=(), unread={"samples": ("passages",)})  # type: ignore[arg-type]
-    frames = {"samples": catalog.store.read(ref, ("passages",))}
+    frames = OwnedFrames(samples=catalog.store.read(ref, ("passages",)))
     kept = frames["samples"]
     assert inputs_for_gates(catalog, stage, {"samples": ref}, frames)["samples"] is kept  # not read twice
-    frames.pop("samples")
+    mine = {"samples": kept}  # frames a caller keeps: handing back leaves them as they are
+    assert hand_back(mine, "samples") is kept and "samples" in mine
+    assert hand_back(frames, "samples") is kept and "samples" not in frames
     again = inputs_for_gates(catalog, stage, {"samples": ref}, frames)["samples"]
     assert again.equals(samples.drop("passages"))
 

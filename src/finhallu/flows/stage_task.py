@@ -26,6 +26,7 @@ from finhallu.result_cache import use_morpheme_cache
 from finhallu.progress import reporter
 from finhallu.flows.publish import gate_outputs, publish_gated
 from finhallu.codeversion import source_hash
+from finhallu.stages.base import OwnedFrames
 from finhallu.stages.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog, TableRef
 
@@ -98,7 +99,7 @@ def _execute(
 ):
     started = time.perf_counter()
     catalog = Catalog(Path(home))
-    frames = {name: catalog.store.read(ref, stage.unread.get(name, ())) for name, ref in inputs.items()}
+    frames = OwnedFrames((name, catalog.store.read(ref, stage.unread.get(name, ()))) for name, ref in inputs.items())
     rows_in = {name: frame.height for name, frame in frames.items()}
     ctx = stage.context(
         cfg,
@@ -139,8 +140,8 @@ def _execute(
         raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
 
     clear_memos()  # the stage's memos and freed heap handed back before the gates copy its outputs
-    frames = inputs_for_gates(catalog, stage, inputs, frames)
-    gated = gate_outputs(catalog, stage.name, {n: outputs[n] for n in stage.outputs}, frames, stage.rules, build_id)
+    neighbours = inputs_for_gates(catalog, stage, inputs, frames)
+    gated = gate_outputs(catalog, stage.name, {n: outputs[n] for n in stage.outputs}, neighbours, stage.rules, build_id)
     publish_stage_summary(
         stage.name,
         rows_in,
@@ -156,7 +157,7 @@ def _execute(
 
 def inputs_for_gates(catalog: Catalog, stage, inputs: dict[str, TableRef], frames: dict) -> dict:
     """The stage's inputs as the gates see them (references, rules): an input the stage handed back
-    (popped from its frames) read again."""
+    (stages.base.hand_back) read again."""
     return {
         name: frames[name] if name in frames else catalog.store.read(ref, stage.unread.get(name, ()))
         for name, ref in inputs.items()

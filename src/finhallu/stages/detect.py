@@ -14,7 +14,7 @@ import polars as pl
 
 from finhallu.schemas.rows import DetectionsRow
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame, shared_rows
+from finhallu.stages.base import Frames, Stage, StageContext, hand_back, typed_rows_frame, shared_rows
 from finhallu.detectors import DetectorContext, base_name, canonical_json, get_detector
 from pydantic import Field, field_validator
 from finhallu.schemas.section import Section
@@ -128,7 +128,7 @@ def _detection_rows(items: list[dict], plan: list, in_flight: dict, eval_id: str
 
 def run(inputs: Frames, ctx: StageContext[DetectConfig]) -> Frames:
     cfg = ctx.config
-    samples = inputs.pop("samples")  # handed back once read as rows: the detectors read the rows
+    samples = hand_back(inputs, "samples")  # the detectors read its rows, made below
     eval_id = eval_id_for(dataset_of(samples), ctx.input_hashes.get("samples", "unversioned"))
     items = list(shared_rows(samples))
     del samples

@@ -48,7 +48,7 @@ from finhallu.answerability import DEFERRED, JUDGE, HardNegativeConfig, judge_kw
 from finhallu.schemas.rows import ContextEntry, InjectionsRow
 from finhallu.schemas.rules import Rule
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame, shared_rows
+from finhallu.stages.base import Frames, Stage, StageContext, hand_back, typed_rows_frame, shared_rows
 from finhallu.injectors import (
     INJECTORS,
     Injected,
@@ -635,10 +635,14 @@ def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
     passed = set(inputs["dialogue_qc"].filter(pl.col("passed"))["dialogue_id"].to_list())
     dialogues = inputs["dialogues"].filter(pl.col("dialogue_id").is_in(list(passed))).sort("dialogue_id")
     turns_by_dlg: dict[str, list[dict]] = {}
-    kept = inputs["turns"].filter(pl.col("dialogue_id").is_in(list(passed)))  # held through the stage: only what it injects
+    kept = inputs["turns"].filter(pl.col("dialogue_id").is_in(list(passed)))
     for t in shared_rows(kept.sort("dialogue_id", "turn_index")):
         turns_by_dlg.setdefault(t["dialogue_id"], []).append(t)
+    del kept
     data = _view_data(inputs, dialogues, registry, llm, ctx)
+    passage_langs = inputs["passages"]["lang"]
+    for name in ("turns", "passages", "qa_seeds", "hard_negatives"):
+        hand_back(inputs, name)  # held as Python rows from here
     # The turns' answers are read for their entities while planning: analysed in one batch first.
     ko = set(dialogues.filter(pl.col("lang") == "ko")["dialogue_id"].to_list())
     prefetch_noun_phrases(t["response"] for d, ts in turns_by_dlg.items() if d in ko for t in ts)
@@ -651,7 +655,7 @@ def run(inputs: Frames, ctx: StageContext[InjectConfig]) -> Frames:
     def report(n: int, _total: int) -> None:
         ctx.progress(base + n, dialogues.height * 2)
 
-    sentences.load_for(inputs["passages"]["lang"])
+    sentences.load_for(passage_langs)
     # Each dialogue's attempts run in order; all dialogues of every split together (see llm.parallel).
     outcomes = map_items(lambda w: _inject_dialogue(*w[1:], cfg), work, llm, [*roles, JUDGE], report, _calls_in_sequence)
     rows: list[InjectionsRow] = []
