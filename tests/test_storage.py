@@ -108,23 +108,40 @@ def test_a_stage_is_given_its_inputs_without_the_columns_it_declares_unread(tmp_
 
 
 def test_an_input_a_stage_handed_back_is_read_again_for_its_gates(tmp_path):
-    """detect hands back `samples` once it holds them as rows (their memory goes while it works); its
-    outputs' gates still see samples, read again from the store without its unread columns."""
+    """detect hands back `samples` once it holds them as rows (their memory goes while it works);
+    its outputs' gates still see them, read again: only the ids its outputs reference where no
+    rule of the stage reads neighbours, else without the stage's unread columns."""
     from finhallu.flows.stage_task import inputs_for_gates
+    from finhallu.schemas.contracts import CONTRACTS
+    from finhallu.schemas.rules import Rule
     from finhallu.stages.base import OwnedFrames, Stage, hand_back
 
     catalog = Catalog(tmp_path)
-    samples = pl.DataFrame({"sample_id": ["s1", "s2"], "passages": ["long", "text"]})
+    columns = CONTRACTS["samples"].columns
+    samples = pl.DataFrame(
+        [pl.Series(c, ["s1", "s2"] if c == "sample_id" else [None, None], dtype=t) for c, t in columns.items()]
+    )
     ref = _pub(catalog.store, "samples", samples)
-    stage = Stage("x", lambda frames, ctx: {}, object, inputs=("samples",), outputs=(), unread={"samples": ("passages",)})  # type: ignore[arg-type]
-    frames = OwnedFrames(samples=catalog.store.read(ref, ("passages",)))
+    detect_like = Stage("d", lambda f, c: {}, object, inputs=("samples",), outputs=("detections",))  # type: ignore[arg-type]
+    frames = OwnedFrames(samples=catalog.store.read(ref))
     kept = frames["samples"]
-    assert inputs_for_gates(catalog, stage, {"samples": ref}, frames)["samples"] is kept  # not read twice
+    assert inputs_for_gates(catalog, detect_like, {"samples": ref}, frames)["samples"] is kept  # not read twice
     mine = {"samples": kept}  # frames a caller keeps: handing back leaves them as they are
     assert hand_back(mine, "samples") is kept and "samples" in mine
     assert hand_back(frames, "samples") is kept and "samples" not in frames
-    again = inputs_for_gates(catalog, stage, {"samples": ref}, frames)["samples"]
-    assert again.equals(samples.drop("passages"))
+    again = inputs_for_gates(catalog, detect_like, {"samples": ref}, frames)["samples"]
+    assert again.equals(samples.select("sample_id"))  # what detections reference
+    rule = Rule("r", "checks a neighbour", lambda df, nb: df)  # type: ignore[call-arg]
+    ruled = Stage(
+        "d",
+        lambda f, c: {},
+        object,
+        inputs=("samples",),
+        outputs=("detections",),  # type: ignore[arg-type]
+        unread={"samples": ("passages",)},
+        rules={"detections": (rule,)},
+    )
+    assert inputs_for_gates(catalog, ruled, {"samples": ref}, frames)["samples"].equals(samples.drop("passages"))
 
 
 def test_local_paths_and_file_urls_stay_local_homes(tmp_path):

@@ -15,6 +15,7 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from finhallu.config import BuildConfig, canonical_hash
+from finhallu.schemas.contracts import CONTRACTS
 from finhallu.estimate import saved_stage_estimate
 from finhallu.fanout import current_fanout
 from finhallu.memos import clear_memos
@@ -157,11 +158,27 @@ def _execute(
 
 def inputs_for_gates(catalog: Catalog, stage, inputs: dict[str, TableRef], frames: dict) -> dict:
     """The stage's inputs as the gates see them (references, rules): an input the stage handed back
-    (stages.base.hand_back) read again."""
-    return {
-        name: frames[name] if name in frames else catalog.store.read(ref, stage.unread.get(name, ()))
-        for name, ref in inputs.items()
-    }
+    (stages.base.hand_back) read again; where no rule of the stage reads neighbours, only the key
+    columns its outputs reference (detect's gate needs samples' ids, not their 0.31 GB)."""
+    out = {}
+    for name, ref in inputs.items():
+        if name in frames:
+            out[name] = frames[name]
+            continue
+        needed = _read_by_gates(stage, name)
+        if needed is None:
+            out[name] = catalog.store.read(ref, stage.unread.get(name, ()))
+        elif needed:  # a published table has its contract's columns
+            out[name] = catalog.store.read(ref, tuple(c for c in CONTRACTS[name].columns if c not in needed))
+    return out
+
+
+def _read_by_gates(stage, table: str) -> set[str] | None:
+    """The columns of input `table` the gates of `stage` read: None for all (a rule may read any
+    column of its neighbours), else those its outputs' contracts reference."""
+    if any(stage.rules.values()):
+        return None
+    return {t.split(".")[1] for o in stage.outputs for t in CONTRACTS[o].parents.values() if t.split(".")[0] == table}
 
 
 def stage_warning(message: str) -> None:
