@@ -27,8 +27,7 @@ from pathlib import Path
 
 from finhallu.config import load_config
 from finhallu.flows.rss import RssWatch
-from finhallu.flows.stage_task import inputs_for_gates
-from finhallu.stages.base import OwnedFrames
+from finhallu.flows.stage_task import inputs_for_gates, read_inputs
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import prepare_gates, run_gate
 from finhallu.llm.runtime import LLMRuntime, use_runtime
@@ -106,11 +105,10 @@ def main() -> None:
     missing = [n for n, r in refs.items() if r is None]
     if missing:
         raise SystemExit(f"{args.home}: no published {', '.join(missing)}; build the home first")
-    frames = OwnedFrames(
-        (name, catalog.store.read(ref, stage.unread.get(name, ()))) for name, ref in refs.items() if ref is not None
-    )
+    inputs = {name: ref for name, ref in refs.items() if ref is not None}
+    frames = read_inputs(catalog, stage, inputs)
     inputs_size = sum(f.estimated_size() for f in frames.values())
-    ctx = stage.context(cfg, input_hashes={n: r.content_hash for n, r in refs.items() if r}, cache_dir=args.home / "cache")
+    ctx = stage.context(cfg, input_hashes={n: r.content_hash for n, r in inputs.items()}, cache_dir=args.home / "cache")
     runtime = LLMRuntime.for_home(args.home, cfg.llm, stage.name)
     prof = cProfile.Profile() if args.cprofile else None
     watcher = PeakSnapshot() if args.tracemalloc else None
@@ -140,7 +138,7 @@ def main() -> None:
             show_heap(f"-- near the peak ({watcher.level / 2**30:.2f} GB traced)", watcher.snapshot, args.tracemalloc)
         show_heap("-- at the end", held, args.tracemalloc)
     if args.gate:
-        gate_outputs(outputs, inputs_for_gates(catalog, stage, {n: r for n, r in refs.items() if r}, frames), stage.rules)
+        gate_outputs(outputs, inputs_for_gates(catalog, stage, inputs, frames), stage.rules)
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.cprofile)

@@ -100,7 +100,7 @@ def _execute(
 ):
     started = time.perf_counter()
     catalog = Catalog(Path(home))
-    frames = OwnedFrames((name, catalog.store.read(ref, stage.unread.get(name, ()))) for name, ref in inputs.items())
+    frames = read_inputs(catalog, stage, inputs)
     rows_in = {name: frame.height for name, frame in frames.items()}
     ctx = stage.context(
         cfg,
@@ -154,6 +154,11 @@ def _execute(
         memory.line(),  # up to the gates (the stage's work); publishing writes what is already held
     )
     return publish_gated(catalog, gated, list(inputs.values()), build_id, flow_run_id)
+
+
+def read_inputs(catalog: Catalog, stage, inputs: dict[str, TableRef]) -> OwnedFrames:
+    """The stage's input frames, without the columns it declares unread, given for it to own."""
+    return OwnedFrames((name, catalog.store.read(ref, stage.unread.get(name, ()))) for name, ref in inputs.items())
 
 
 def inputs_for_gates(catalog: Catalog, stage, inputs: dict[str, TableRef], frames: dict) -> dict:
