@@ -45,7 +45,15 @@ def test_a_new_home_starts_from_the_first_servers_pristine_run_database(tmp_path
     as the template; a new home's run database is a copy of it, and its server runs on it."""
     import httpx
 
-    from finhallu.service.local_api import pristine, run_db, seed_run_db, stop_home_api, template_db
+    from finhallu.service.local_api import (
+        pristine,
+        run_db,
+        seed_run_db,
+        seeded_from_template,
+        server_env,
+        stop_home_api,
+        template_db,
+    )
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("FINHALLU_API_IDLE_S", "600")
@@ -67,8 +75,13 @@ def test_a_new_home_starts_from_the_first_servers_pristine_run_database(tmp_path
 
     monkeypatch.setenv("PREFECT_HOME", str(second / "prefect"))
     (second / "prefect").mkdir(parents=True)
+    assert not seeded_from_template(run_db())
+    assert server_env().get("PREFECT_API_DATABASE_MIGRATE_ON_START") is None  # no template copy: checks all
     assert seed_run_db() and run_db().read_bytes() == template.read_bytes()
     assert not seed_run_db()  # an existing run database is never replaced
+    # Its server skips the migration check and the block registration the template already had done:
+    # the registry below comes from the template.
+    assert seeded_from_template(run_db()) and server_env()["PREFECT_API_BLOCKS_REGISTER_ON_START"] == "0"
     api = HomeAPI(second).ensure()
     try:
         url = api.url(timeout=300)

@@ -65,7 +65,35 @@ def seed_run_db() -> bool:
     tmp = db.with_name(f".{db.name}.{os.getpid()}.tmp")
     shutil.copyfile(template, tmp)
     os.replace(tmp, db)
+    _seeded_mark(db).write_text(template.name, encoding="utf-8")
     return True
+
+
+def _seeded_mark(db: Path) -> Path:
+    return db.with_name(db.name + ".template")
+
+
+def seeded_from_template(db: Path) -> bool:
+    """Whether the run database is a copy of this Prefect version's template: migrated, with the
+    block registry, so that a server on it need not check either."""
+    template = template_db()
+    mark = _seeded_mark(db)
+    return template is not None and db.exists() and mark.exists() and mark.read_text(encoding="utf-8") == template.name
+
+
+def server_env() -> dict[str, str]:
+    """The environment of a server started for the home. On a run database seeded from the
+    template it skips the start's migration check and block registration, which import every block
+    collection and hash the registry (~N s of its boot); the template had both done."""
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0"}
+    env.pop("PREFECT_API_URL", None)
+    if seeded_from_template(run_db()):
+        env.update(
+            PREFECT_API_DATABASE_MIGRATE_ON_START="0",
+            PREFECT_API_BLOCKS_REGISTER_ON_START="0",
+            PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION="0",  # else it imports the collections before asking
+        )
+    return env
 
 
 def pristine(db: Path) -> bool:
@@ -165,8 +193,7 @@ class HomeAPI:
         seed_run_db()
         port = _free_port()
         idle = os.environ.get("FINHALLU_API_IDLE_S", str(DEFAULT_IDLE_S))
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0"}
-        env.pop("PREFECT_API_URL", None)
+        env = server_env()
         with open(self.home / "prefect" / "api.log", "ab") as log:
             self._process = subprocess.Popen(
                 [
