@@ -45,7 +45,7 @@ def instrument() -> None:
     _timed(sentences, "_load_kiwi", lambda *a, **k: "start: Kiwi load")
     _timed(local_api.HomeAPI, "url", lambda *a, **k: "start: waiting for the API server")
     _timed(stage_task, "_execute", lambda stage, *a, **k: f"stage {stage.name}: whole")
-    _timed(stage_task, "gate_outputs", lambda catalog, name, *a, **k: f"stage {name}: gates")
+    _timed(stage_task, "gate_conformed", lambda catalog, gated, *a, **k: f"stage {gated.step}: gates")
 
 
 def table(phases: list[tuple[str, float, float]], main_end: float, exit_s: float | None = None) -> str:

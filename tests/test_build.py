@@ -215,6 +215,27 @@ def test_cached_rerun_creates_no_versions(demo_build):
     assert _current_hashes(home) == hashes
 
 
+def test_gates_behind_the_next_stage_publish_the_same_tables(demo_build):
+    """Every stage rerun (--retry-failed refreshes Prefect's cache) with each stage's gates in the
+    gate worker while the next stage works on its unpublished outputs: the same content, so no new
+    version and the same current tables; every gate outcome recorded for the build."""
+    home, _ = demo_build
+    before = sorted(p.name for p in (home / "catalog" / "table_versions").iterdir())
+    hashes = _current_hashes(home)
+    proc, summary = build_json(home, "--retry-failed", "--set", "llm.overlap_gates=true")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(summary["ran"]) == 13 and summary["cached"] == []
+    assert sorted(p.name for p in (home / "catalog" / "table_versions").iterdir()) == before
+    assert _current_hashes(home) == hashes
+    con = _con(home)
+    gated = con.execute(
+        "SELECT count(DISTINCT table_name), count(*) FILTER (outcome <> 'passed') FROM dq_results WHERE build_id = ?",
+        [summary["build_id"]],
+    ).fetchone()
+    con.close()
+    assert gated == (len(hashes), 0)
+
+
 def test_late_knob_reruns_only_descendants(demo_build):
     home, _ = demo_build
     before = _current_hashes(home)
@@ -235,14 +256,27 @@ def test_late_knob_reruns_only_descendants(demo_build):
     assert summary["ran"] == [] and _current_hashes(home) == before
 
 
-def test_failing_gate_stops_descendants_and_keeps_current(demo_build):
+@pytest.mark.parametrize("overlap", ["false", "true"])
+def test_failing_gate_stops_descendants_and_keeps_current(demo_build, overlap):
     home, _ = demo_build
     before = TableStore(home).current()
+    versions = sorted(p.name for p in (home / "catalog" / "table_versions").iterdir())
     # No dialogue asked for (QC thresholds are range-checked now, so "impossible" ones are refused
-    # up front): the dialogues gate finds an empty table and nothing after it runs.
-    proc, summary = build_json(home, "--set", "dialogues.dialogues_per_document=0", "--set", "dialogues.dialogues_per_filing=0")
+    # up front): the dialogues gate finds an empty table and nothing after it publishes. With the
+    # gates behind the next stage (flows/overlap.py), dialogue_qc already ran on the unpublished
+    # dialogues: it must fail too, publish nothing, and the build report the dialogues gate.
+    proc, summary = build_json(
+        home,
+        "--set",
+        "dialogues.dialogues_per_document=0",
+        "--set",
+        "dialogues.dialogues_per_filing=0",
+        "--set",
+        f"llm.overlap_gates={overlap}",
+    )
     assert proc.returncode == 2
     assert summary["status"] == "failed" and summary["failed_stage"] == "dialogues"
+    assert sorted(p.name for p in (home / "catalog" / "table_versions").iterdir()) == versions
     err = proc.stderr
     assert "dialogues" in err and "expect_table_row_count_to_be_between" in err
     assert TableStore(home).current() == before
@@ -419,3 +453,17 @@ def test_build_warm_up_loads_kiwi_only_where_a_source_is_korean(monkeypatch, kin
     ingest = cfg.ingest.model_copy(update={"sources": [s for s in cfg.ingest.sources if s.kind in kinds]})
     cli._warm_up(cfg.model_copy(update={"ingest": ingest}), lambda: loaded.append("gates"))
     assert loaded == (["gates", "kiwi"] if "aihub" in kinds else ["gates"])
+
+
+def test_build_warm_up_starts_the_gate_worker_instead_of_importing_gates_where_gates_overlap(monkeypatch):
+    from finhallu import cli
+    from finhallu.config import load_config
+    from finhallu.flows import gate_worker
+    from finhallu.text import sentences
+
+    loaded: list[str] = []
+    monkeypatch.setattr(sentences, "kiwi", lambda: loaded.append("kiwi"))
+    monkeypatch.setattr(gate_worker, "start_early", lambda: loaded.append("gate worker"))
+    cfg = load_config("demo", {"llm": {"overlap_gates": True}})
+    cli._warm_up(cfg, lambda: loaded.append("gates"))
+    assert loaded == ["gate worker", "kiwi"]

@@ -309,10 +309,17 @@ def cmd_eval_external(args) -> int:
 def _warm_up(cfg, prepare_gates: Callable[[], object]) -> None:
     """What a build needs anyway, done while a server started for it boots (~3.4 s idle otherwise):
     Great Expectations' import and context (~2.2 s), and Kiwi where a source is Korean (~2.3 s, all
-    of it holding the GIL: loaded by the first Korean stage it delayed that stage's first LLM call)."""
+    of it holding the GIL: loaded by the first Korean stage it delayed that stage's first LLM call).
+    A build whose gates run in a worker process (flows/gate_worker.py) leaves Great Expectations to it."""
+    from finhallu.flows.build import overlap_gates
     from finhallu.sources import get_loader
 
-    prepare_gates()
+    if overlap_gates(cfg):
+        from finhallu.flows.gate_worker import start_early
+
+        start_early()
+    else:
+        prepare_gates()
     if any("ko" in get_loader(src.kind).langs for src in cfg.ingest.sources):
         import threading
 

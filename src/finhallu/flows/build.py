@@ -16,6 +16,8 @@ from prefect import flow
 
 from finhallu.config import BuildConfig, load_config
 from finhallu.flows.artifacts import finalize_evaluation
+from finhallu.flows.gate_worker import use_gate_worker
+from finhallu.flows.overlap import StageOverlap
 from finhallu.flows.runners import RunnerSpec
 from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
 from finhallu.flows.stage_task import stage_results_dir, stage_task
@@ -89,9 +91,16 @@ def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = N
     ran: list[str] = []  # stage names
     cached: list[str] = []
     stages = STAGES if until is None else STAGES[: [s.name for s in STAGES].index(until) + 1]
-    for stage in stages:
-        was_cached = run_stage_step(stage, refs, cfg, home, build_id, store)
-        (cached if was_cached else ran).append(stage.name)
+
+    def step(stage, stage_refs: dict[str, TableRef]) -> bool:
+        return run_stage_step(stage, stage_refs, cfg, home, build_id, store)
+
+    overlap_on = overlap_gates(cfg)
+    with use_gate_worker(overlap_on), StageOverlap(overlap_on) as overlap:
+        for i, stage in enumerate(stages):
+            overlap.run(stage, refs, step, last=i == len(stages) - 1)
+        for name, was_cached in overlap.finish():
+            (cached if was_cached else ran).append(name)
     # Current versions advance together, only when every stage passed: analysts always query
     # one consistent build, never a mix of a failed build's early stages and older late ones.
     if until is None:
@@ -101,6 +110,16 @@ def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = N
     from prefect.runtime import flow_run
 
     return {"refs": refs, "ran": ran, "cached": cached, "config_hash": cfg.hash(), "seed": cfg.seed, "flow_run_id": flow_run.id}
+
+
+def overlap_gates(cfg: BuildConfig) -> bool:
+    """Whether a stage's gates run behind the next stage (`llm.overlap_gates`; auto: where a stage
+    calls a remote model)."""
+    if cfg.llm.overlap_gates != "auto":
+        return bool(cfg.llm.overlap_gates)
+    from finhallu.estimate import has_remote_roles
+
+    return has_remote_roles(cfg)
 
 
 def announce_estimate(cfg, home: Path) -> None:

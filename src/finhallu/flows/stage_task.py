@@ -25,11 +25,14 @@ from finhallu.llm.operations import prompt_versions
 from finhallu.llm.runtime import LLMRuntime, use_runtime
 from finhallu.result_cache import use_morpheme_cache
 from finhallu.progress import reporter
-from finhallu.flows.publish import gate_outputs, publish_gated
+from finhallu.flows.overlap import handoff, wait_for_earlier
+from finhallu.flows.gate_worker import gate_worker
+from finhallu.flows.publish import conform_outputs, gate_conformed, publish_gated, record_gates, write_ahead
 from finhallu.codeversion import source_hash
 from finhallu.stages.base import OwnedFrames
 from finhallu.stages.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog, TableRef
+from finhallu.warehouse.store import part_of
 
 
 def stage_key_material(stage_name: str, inputs: dict[str, TableRef], cfg: BuildConfig, home: str) -> dict:
@@ -141,8 +144,17 @@ def _execute(
         raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
 
     clear_memos()  # the stage's memos and freed heap handed back before the gates copy its outputs
-    neighbours = inputs_for_gates(catalog, stage, inputs, frames)
-    gated = gate_outputs(catalog, stage.name, {n: outputs[n] for n in stage.outputs}, neighbours, stage.rules, build_id)
+    gated = conform_outputs(stage.name, {n: outputs[n] for n in stage.outputs})
+    give, worker = handoff(), gate_worker()
+    if (give or worker) and not gated.failed:
+        ahead = write_ahead(catalog, gated)
+        if give:
+            give(ahead)  # the next stage starts on them while these gates run
+    if worker and not gated.failed:
+        outcomes = worker.gate(stage.name, {n: part_of(r) for n, r in ahead.items()}, gate_reads(stage, inputs))
+        record_gates(catalog, gated, outcomes, build_id)
+    else:
+        gate_conformed(catalog, gated, inputs_for_gates(catalog, stage, inputs, frames), stage.rules, build_id)
     publish_stage_summary(
         stage.name,
         rows_in,
@@ -153,6 +165,7 @@ def _execute(
         saved_stage_estimate(Path(home), cfg.hash(), stage.name),
         memory.line(),  # up to the gates (the stage's work); publishing writes what is already held
     )
+    wait_for_earlier()  # stages publish in order
     return publish_gated(catalog, gated, list(inputs.values()), build_id, flow_run_id)
 
 
@@ -175,6 +188,19 @@ def inputs_for_gates(catalog: Catalog, stage, inputs: dict[str, TableRef], frame
             out[name] = catalog.store.read(ref, stage.unread.get(name, ()))
         elif needed:  # a published table has its contract's columns
             out[name] = catalog.store.read(ref, tuple(c for c in CONTRACTS[name].columns if c not in needed))
+    return out
+
+
+def gate_reads(stage, inputs: dict[str, TableRef]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """What `inputs_for_gates` gives the gates, for a gate worker (flows/gate_worker.py) to read
+    itself: each input's file and the columns to leave unread."""
+    out = {}
+    for name, ref in inputs.items():
+        needed = _read_by_gates(stage, name)
+        if needed is None:
+            out[name] = (part_of(ref), tuple(stage.unread.get(name, ())))
+        elif needed:
+            out[name] = (part_of(ref), tuple(c for c in CONTRACTS[name].columns if c not in needed))
     return out
 
 

@@ -84,4 +84,7 @@ class LLMConfig(Section):
     # The estimate printed before a build with LLM roles (`finhallu build --dry-run` prints it
     # per stage): its latency floor assumes this many seconds per call.
     estimate_before_build: bool = True
+    # A stage's gates run while the next stage works (flows/overlap.py): true, false, or `auto`: where a stage calls
+    # a remote model (its waits leave the CPU idle); offline stages would only share the one CPU lock.
+    overlap_gates: bool | Literal["auto"] = "auto"
     expected_latency_s: float = Field(2.0, gt=0)

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Collection
+from typing import Any, Collection
 
 import polars as pl
 
@@ -157,10 +157,30 @@ class TableStore:
     def read(self, ref: TableRef, without: Collection[str] = ()) -> pl.DataFrame:
         return read_table(ref, without)
 
-    def publish(
+    def publish(self, name: str, df: pl.DataFrame, **provenance: Any) -> TableRef:
+        """Publish df as a new version of `name`, or re-use the version holding identical content:
+        `write_version`, then `commit_version` with its keywords (parents, build_id, ...)."""
+        return self.commit_version(self.write_version(name, df), **provenance)
+
+    def write_version(self, name: str, df: pl.DataFrame) -> "Written":
+        """Write df's Parquet file as the next version of `name`, not yet published (no manifest
+        record: views and `current` never see it, only a reader given its ref), or find the
+        published version holding identical content. On a local disk the file is written in a temp
+        dir renamed into place; on an object store it is one upload."""
+        table = arrow_table(df)
+        digest = content_hash(table)
+        records = self.records(name)
+        for rec in reversed(records):
+            if rec["content_hash"] == digest and self._has_part(name, rec["version"]):
+                return Written(self.ref_of_record(rec), df.height, df.columns, published=True)
+        versions = [r["version"] for r in records]
+        version = (max(versions) + 1) if versions else 1
+        self.storage.write_parquet(f"{_version_rel(name, version)}/{PART}", table)
+        return Written(TableRef(name, version, digest, self.version_url(name, version)), df.height, df.columns)
+
+    def commit_version(
         self,
-        name: str,
-        df: pl.DataFrame,
+        written: "Written",
         *,
         parents: list[TableRef],
         build_id: str,
@@ -169,28 +189,17 @@ class TableStore:
         gate: str,
         extra: dict | None = None,
     ) -> TableRef:
-        """Publish df as a new version of `name`, or re-use the version holding identical content.
-
-        Order: write the version's Parquet file (a temp dir renamed into place on a local disk; one
-        object upload on an object store), then the manifest record. The record is the commit point;
-        `current.json` is advanced separately by the caller.
-        """
-        table = arrow_table(df)
-        digest = content_hash(table)
-        records = self.records(name)
-        for rec in reversed(records):
-            if rec["content_hash"] == digest and self._has_part(name, rec["version"]):
-                return self.ref_of_record(rec)
-
-        versions = [r["version"] for r in records]
-        version = (max(versions) + 1) if versions else 1
-        self.storage.write_parquet(f"{_version_rel(name, version)}/{PART}", table)
+        """Publish a written version: its manifest record is the commit point (`current.json` is
+        advanced separately by the caller)."""
+        ref = written.ref
+        if written.published:
+            return ref
         rec = {
-            "name": name,
-            "version": version,
-            "content_hash": digest,
-            "rows": df.height,
-            "columns": df.columns,
+            "name": ref.name,
+            "version": ref.version,
+            "content_hash": ref.content_hash,
+            "rows": written.rows,
+            "columns": written.columns,
             "build_id": build_id,
             "flow_run_id": flow_run_id,
             "stage": stage,
@@ -199,8 +208,18 @@ class TableStore:
             "gate": gate,
             **(extra or {}),
         }
-        self.storage.write_bytes(f"{VERSIONS}/{name}@{version}.json", _json_bytes(rec))
+        self.storage.write_bytes(f"{VERSIONS}/{ref.name}@{ref.version}.json", _json_bytes(rec))
         return self.ref_of_record(rec)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A version `write_version` wrote (or found published): what `commit_version` records."""
+
+    ref: TableRef
+    rows: int
+    columns: list[str]
+    published: bool = False
 
 
 TABLES = "tables"
@@ -213,6 +232,11 @@ def _version_rel(name: str, version: int) -> str:
     return f"{TABLES}/{name}/version={version}"
 
 
+def part_of(ref: TableRef) -> str:
+    """The version's Parquet file (a path, or a URL for a home stored at one)."""
+    return f"{ref.path}/{PART}"
+
+
 def read_table(ref: TableRef, without: Collection[str] = ()) -> pl.DataFrame:
     """A published version's rows, wherever its home keeps them; `without`: columns left unread."""
-    return read_parquet(f"{ref.path}/{PART}", without)
+    return read_parquet(part_of(ref), without)
