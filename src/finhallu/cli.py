@@ -307,18 +307,21 @@ def cmd_eval_external(args) -> int:
 
 
 def _warm_up(cfg, prepare_gates: Callable[[], object]) -> None:
-    """What a build needs anyway, done while a server started for it boots (~3.4 s idle otherwise):
-    Great Expectations' import and context (~2.2 s), and Kiwi where a source is Korean (~2.3 s, all
-    of it holding the GIL: loaded by the first Korean stage it delayed that stage's first LLM call).
-    A build whose gates run in a worker process (flows/gate_worker.py) leaves Great Expectations to it."""
+    """What a build needs anyway, done while a server started for it boots (~3.2 s idle otherwise):
+    Great Expectations' import and context (~2.2 s), Kiwi where a source is Korean (~2.3 s, all of
+    it holding the GIL: loaded by the first Korean stage it delayed that stage's first LLM call),
+    and the SDKs of the remote roles (~0.4 s each, which delayed the first call as much).
+    A build whose gates run in a worker process (flows/gate_worker.py) leaves Great Expectations to
+    it, started last: its import on a third process took the two cores from the server's boot and
+    Kiwi's load, and the build's start went 4.0 -> 5.2 s (demo LLM path); its first gate comes a
+    stage later."""
+    from finhallu.estimate import called_remote_roles
     from finhallu.flows.build import overlap_gates
+    from finhallu.llm.providers import get_provider
     from finhallu.sources import get_loader
 
-    if overlap_gates(cfg):
-        from finhallu.flows.gate_worker import start_early
-
-        start_early()
-    else:
+    overlap = overlap_gates(cfg)
+    if not overlap:
         prepare_gates()
     if any("ko" in get_loader(src.kind).langs for src in cfg.ingest.sources):
         import threading
@@ -331,6 +334,12 @@ def _warm_up(cfg, prepare_gates: Callable[[], object]) -> None:
         loader = threading.Thread(target=sentences.kiwi, name="kiwi-load")
         loader.start()
         loader.join()
+    for provider in sorted({cfg.roles[role].provider for role in called_remote_roles(cfg)}):
+        get_provider(provider).import_sdk()
+    if overlap:
+        from finhallu.flows.gate_worker import start_early
+
+        start_early()
 
 
 def _build(args, cfg, ready, runner) -> int:

@@ -159,10 +159,15 @@ def _remote_roles(cfg: BuildConfig) -> set[str]:
     return {r for r, c in cfg.roles.items() if not getattr(get_provider(c.provider), "offline", False)}
 
 
-def has_remote_roles(cfg: BuildConfig) -> bool:
+def called_remote_roles(cfg: BuildConfig) -> set[str]:
+    """The roles on a remote provider that a stage of the build calls."""
     from finhallu.stages.pipeline import STAGES
 
-    return bool(_remote_roles(cfg) & {r for s in STAGES for r in s.calls_roles(cfg)})
+    return _remote_roles(cfg) & {r for s in STAGES for r in s.calls_roles(cfg)}
+
+
+def has_remote_roles(cfg: BuildConfig) -> bool:
+    return bool(called_remote_roles(cfg))
 
 
 def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = None) -> BuildEstimate:

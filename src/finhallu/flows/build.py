@@ -18,6 +18,7 @@ from finhallu.config import BuildConfig, load_config
 from finhallu.flows.artifacts import finalize_evaluation
 from finhallu.flows.gate_worker import use_gate_worker
 from finhallu.flows.overlap import StageOverlap
+from finhallu.flows.preload import use_preload
 from finhallu.flows.runners import RunnerSpec
 from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
 from finhallu.flows.stage_task import stage_results_dir, stage_task
@@ -95,8 +96,11 @@ def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = N
     def step(stage, stage_refs: dict[str, TableRef]) -> bool:
         return run_stage_step(stage, stage_refs, cfg, home, build_id, store)
 
+    from finhallu.estimate import has_remote_roles
+
     overlap_on = overlap_gates(cfg)
-    with use_gate_worker(overlap_on), StageOverlap(overlap_on) as overlap:
+    preloaded = [m for s in stages for m in s.imports] if has_remote_roles(cfg) else []
+    with use_gate_worker(overlap_on), use_preload(preloaded), StageOverlap(overlap_on) as overlap:
         for i, stage in enumerate(stages):
             overlap.run(stage, refs, step, last=i == len(stages) - 1)
         for name, was_cached in overlap.finish():

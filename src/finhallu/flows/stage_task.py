@@ -27,6 +27,7 @@ from finhallu.result_cache import use_morpheme_cache
 from finhallu.progress import reporter
 from finhallu.flows.overlap import handoff, wait_for_earlier
 from finhallu.flows.gate_worker import gate_worker
+from finhallu.flows.preload import settle_preload
 from finhallu.flows.publish import conform_outputs, gate_conformed, publish_gated, record_gates, write_ahead
 from finhallu.codeversion import source_hash
 from finhallu.stages.base import OwnedFrames
@@ -102,6 +103,7 @@ def _execute(
     stage, inputs: dict[str, TableRef], cfg: BuildConfig, home: str, build_id: str, flow_run_id: str | None, memory: RssWatch
 ):
     started = time.perf_counter()
+    settle_preload(stage)  # the modules it imports, made while earlier stages waited on a model
     catalog = Catalog(Path(home))
     frames = read_inputs(catalog, stage, inputs)
     rows_in = {name: frame.height for name, frame in frames.items()}

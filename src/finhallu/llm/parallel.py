@@ -88,8 +88,23 @@ def old_objects_frozen():
                 gc.unfreeze()
 
 
+_REQUEST_WATCHERS: list[threading.Event] = []
+_watchers_lock = threading.Lock()
+
+
+def on_next_request(event: threading.Event) -> None:
+    """`event` is set when this process next sends a remote request (flows/preload.py waits for it)."""
+    with _watchers_lock:
+        _REQUEST_WATCHERS.append(event)
+
+
 def sending() -> None:
     """The calling item's request is about to go to the LLM loop (the router says so)."""
+    if _REQUEST_WATCHERS:  # unlocked look first: every call passes here
+        with _watchers_lock:
+            for event in _REQUEST_WATCHERS:
+                event.set()
+            _REQUEST_WATCHERS.clear()
     path = _PATH.get()
     if path is not None and path.sent is not None:
         path.sent.set()

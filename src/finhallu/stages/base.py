@@ -148,6 +148,9 @@ class Stage(Generic[C]):
     reads: tuple[str, ...] = ()  # other config sections the stage reads (StageContext.sections; in the cache key)
     # What outside the config changes the stage's output (a local model it finds or not), as key material
     environment: Callable[[C], Mapping[str, Any]] | None = None
+    # Modules the stage imports lazily that take a second or more (scikit-learn, SciPy): a build whose
+    # stages call a remote model imports them while it waits for answers (flows/preload.py)
+    imports: tuple[str, ...] = ()
 
     def roles_for(self, config: C, configured: Mapping[str, Any]) -> tuple[str, ...]:
         """Every role this stage may call under this config (`configured`: the profile's `roles`)."""

@@ -156,4 +156,6 @@ STAGE = Stage(
     roles=("detector_judge",),
     configured_roles=_judge_roles,
     operations=("detect_hallucination", "detect_4class", "detect_type"),
+    # the learned detector and the baselines' classifiers
+    imports=("sklearn.ensemble", "sklearn.linear_model", "sklearn.pipeline", "sklearn.preprocessing", "sklearn.metrics"),
 )

@@ -548,4 +548,5 @@ STAGE = Stage(
     outputs=("metrics", "confusion", "detector_tests"),
     unread=UNREAD,
     description="metrics with bootstrap CIs and paired tests",
+    imports=("scipy.stats",),  # the paired tests (finhallu/stats.py)
 )

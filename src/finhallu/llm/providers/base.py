@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import threading
 
 from finhallu.clients.http import parse_retry_after
@@ -130,6 +132,7 @@ class RemoteProvider:
     supports_batch = False
     key_envs: tuple[str, ...] = ()  # where its API key is looked for, in order (a role's api_key_env overrides)
     key_optional = False  # True: a server that accepts any key (vLLM, Ollama) gets a placeholder when none is set
+    sdk_modules: tuple[str, ...] = ()  # what its clients import (`import_sdk`)
 
     def __init__(self) -> None:
         self._clients: dict[tuple, object] = {}
@@ -162,6 +165,13 @@ class RemoteProvider:
 
     def _make_client(self, endpoint: str, key: str, timeout: float):
         raise NotImplementedError
+
+    def import_sdk(self) -> None:
+        """Import the SDK now (~0.4 s each), e.g. while a build's API server boots; a missing SDK is
+        left for the client's own import to report."""
+        for name in self.sdk_modules:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
 
     async def aclose_client(self, client) -> None:
         await client.close()

@@ -32,6 +32,7 @@ class GeminiProvider(RemoteProvider):
     name = "gemini"
     supports_batch = True
     key_envs = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    sdk_modules = ("google.genai",)
 
     def endpoint(self, role: str, cfg: dict) -> str:
         return (cfg.get("base_url") or os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_ENDPOINT).rstrip("/")

@@ -34,6 +34,7 @@ class OpenAIProvider(RemoteProvider):
     name = "openai"
     supports_batch = True
     key_envs = ("OPENAI_API_KEY",)
+    sdk_modules = ("openai",)
     max_tokens_param = "max_completion_tokens"  # `max_tokens` is deprecated on api.openai.com
 
     def endpoint(self, role: str, cfg: dict) -> str:

@@ -381,6 +381,7 @@ STAGE = Stage(
     ),
     outputs=("samples", "dataset_stats"),
     description="paired samples, splits, statistics",
+    imports=("sklearn.feature_extraction.text", "sklearn.linear_model", "sklearn.model_selection"),  # validity probes
     rules={
         "samples": (
             Rule("pairs_complete", "each pair holds one faithful and one hallucinated sample of the same turn", _pairs_complete),

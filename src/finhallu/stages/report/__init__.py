@@ -428,4 +428,5 @@ STAGE = Stage(
     # The report names the backend of every role that made the benchmark.
     configured_roles=lambda cfg, roles: roles,
     resources=("stages/report/report_template.html.j2", "stages/report/report_compare.html.j2"),
+    imports=("sklearn.metrics",),  # the ROC and precision-recall curves
 )
