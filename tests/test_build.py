@@ -459,11 +459,17 @@ def test_build_warm_up_starts_the_gate_worker_instead_of_importing_gates_where_g
     from finhallu import cli
     from finhallu.config import load_config
     from finhallu.flows import gate_worker
+    from finhallu.llm.providers.base import RemoteProvider
     from finhallu.text import sentences
 
     loaded: list[str] = []
     monkeypatch.setattr(sentences, "kiwi", lambda: loaded.append("kiwi"))
     monkeypatch.setattr(gate_worker, "start_early", lambda: loaded.append("gate worker"))
+    monkeypatch.setattr(RemoteProvider, "import_sdk", lambda self: loaded.append(f"sdk {self.name}"))
     cfg = load_config("demo", {"llm": {"overlap_gates": True}})
     cli._warm_up(cfg, lambda: loaded.append("gates"))
-    assert loaded == ["gate worker", "kiwi"]
+    assert loaded == ["kiwi", "gate worker"]  # the demo's roles are offline: no SDK
+    loaded.clear()
+    # the paper profile's roles call OpenAI and Gemini; its gate worker starts after their SDKs
+    cli._warm_up(load_config("paper"), lambda: loaded.append("gates"))
+    assert loaded == ["kiwi", "sdk gemini", "sdk openai", "gate worker"]

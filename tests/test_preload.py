@@ -117,3 +117,17 @@ def test_declared_imports_are_modules_the_code_imports():
         assert importlib.util.find_spec(module) is not None, f"{stage} declares {module}, which is not installed"
         # a declaration left behind by a refactoring (the code no longer imports it) is dead weight
         assert module in imported, f"{stage} declares {module}, which no import statement of finhallu names"
+
+
+def test_a_provider_imports_its_sdk_and_leaves_a_missing_one_to_its_client(probes):
+    from finhallu.llm.providers import get_provider
+    from finhallu.llm.providers.base import RemoteProvider
+
+    sdk = probes()
+    provider = type("Probe", (RemoteProvider,), {"sdk_modules": ("fh_no_such_sdk", sdk)})()
+    provider.import_sdk()  # the missing one is the client's to report, when a call makes it
+    assert sys.modules[sdk].IMPORTED_BY == threading.current_thread().name
+    assert get_provider("openai").sdk_modules == ("openai",) and get_provider("gemini").sdk_modules == ("google.genai",)
+    for name in ("openai", "gemini"):
+        for module in get_provider(name).sdk_modules:
+            assert importlib.util.find_spec(module) is not None
