@@ -294,3 +294,115 @@ def test_the_longest_items_have_their_first_request_on_the_way_before_the_others
 
     assert map_items(item, list(range(6)), router, ["r"], longest_first=lambda i: 3 if i < 2 else 1) == list(range(6))
     assert all(seen == {0, 1} for seen in started_after.values()) and len(started_after) == 4
+
+
+def test_a_freed_slot_goes_to_the_waiting_request_with_the_most_calls_ahead():
+    """Two slots, both held; five requests wait. Freed one at a time, the slots go to the waiters
+    by their items' calls still ahead (most first), equal ones in arrival order; a waiter cancelled
+    while it waited is passed over and a cancelled holder's slot is handed on."""
+    import asyncio
+
+    from finhallu.llm.limits import PrioritySlots
+
+    async def scenario() -> list[str]:
+        slots, order = PrioritySlots(2), []
+        hold = [asyncio.Event() for _ in range(2)]
+
+        async def holder(i: int) -> None:
+            async with slots.slot(0):
+                await hold[i].wait()
+
+        async def waiter(name: str, ahead: float) -> None:
+            async with slots.slot(ahead):
+                order.append(name)
+                await asyncio.sleep(0)
+
+        holders = [asyncio.create_task(holder(i)) for i in range(2)]
+        await asyncio.sleep(0)
+        waiters = [asyncio.create_task(waiter(n, a)) for n, a in [("short", 1), ("long", 9), ("mid-a", 4), ("gone", 20), ("mid-b", 4)]]
+        await asyncio.sleep(0)
+        waiters[3].cancel()  # "gone" stops waiting: it must not take a slot nor lose one
+        hold[0].set()
+        await asyncio.gather(holders[0], *waiters[:3], *waiters[4:], return_exceptions=True)
+        hold[1].set()
+        await holders[1]
+        assert slots._free == 2 and not [w for w in slots._waiting if not w[2].done()]
+        return order
+
+    assert asyncio.run(scenario()) == ["long", "mid-a", "mid-b", "short"]
+
+
+def test_an_items_requests_carry_the_calls_it_still_has_ahead():
+    """map_items' longest_first is an item's expected calls: each request of the item carries how
+    many are left (this one included), nested items inherit it, and without it nothing is ahead."""
+    from finhallu.llm import parallel
+
+    rt = LLMRuntime(LLMConfig(limits={"m": ModelLimits(concurrency=8)}), estimating=True)
+    router = LLMRouter({"r": {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}}, rt)
+    seen: dict[int, list[float]] = {}
+
+    def item(n: int) -> None:
+        for _ in range(n):
+            parallel.call_round(rt)
+            seen.setdefault(n, []).append(parallel.rounds_ahead(rt))
+        if n == 3:  # a nested fan-out goes on with its item's count
+            seen[30] = map_items(lambda _: (parallel.call_round(rt), parallel.rounds_ahead(rt))[1], [0, 1], router, ["r"])
+
+    map_items(item, [3, 1], router, ["r"], longest_first=lambda n: n + 1)
+    assert seen == {3: [4.0, 3.0, 2.0], 1: [2.0], 30: [1.0, 1.0]}
+    map_items(lambda _: (parallel.call_round(rt), seen.__setitem__(0, [parallel.rounds_ahead(rt)])), [0], router, ["r"])
+    assert seen[0] == [0.0]
+
+
+def test_a_lead_items_nested_first_request_lets_the_others_start():
+    """A lead item whose first requests go out from items of its own (a document's chunks) counts
+    as on its way then, not when it has finished."""
+    from finhallu.llm import parallel
+
+    router = _router("openai_compatible", concurrency=4)
+    lock, lead_done, started_before_lead_done = threading.Lock(), threading.Event(), []
+
+    def nested(_: int) -> None:
+        parallel.sending()
+        time.sleep(0.2)
+
+    def item(i: int) -> int:
+        if i == 0:
+            map_items(nested, [0, 1], router, ["r"])
+            lead_done.set()
+        else:
+            with lock:
+                started_before_lead_done.append(not lead_done.is_set())
+        return i
+
+    assert map_items(item, list(range(3)), router, ["r"], longest_first=lambda i: 3 if i == 0 else 1) == [0, 1, 2]
+    assert started_before_lead_done == [True, True]
+
+
+def test_seed_methods_declare_the_rounds_on_their_longest_path(tmp_path):
+    """SEED_METHOD_ROUNDS (the priority of a document's requests) is each method's longest chain of
+    calls, as the dry run of the paper profile records it."""
+    from finhallu.llm.runtime import use_runtime
+    from finhallu.schemas.contracts import CONTRACTS
+    from finhallu.stages.pipeline import STAGES
+    from finhallu.stages.seed_qa import SEED_METHOD_ROUNDS
+
+    cfg = load_config("paper")
+    frames: dict[str, pl.DataFrame] = {}
+    for stage in STAGES[: [s.name for s in STAGES].index("seed_qa") + 1]:
+        runtime = LLMRuntime(cfg.llm, None, stage.name, estimating=True)
+        with use_runtime(runtime):
+            outputs = stage.run({n: frames[n] for n in stage.inputs}, stage.context(cfg, cache_dir=tmp_path / "cache"))
+        frames.update({n: CONTRACTS[n].conform(outputs[n]) for n in stage.outputs})
+    method_of = {
+        **dict.fromkeys(("extract_triplets", "reflect_triplets", "generate_triplet_qa", "judge_seed_qa"), "triplet_qa"),
+        **dict.fromkeys(
+            ("generate_questions", "group_questions", "answer_question", "check_factuality", "score_answers_listwise"),
+            "multi_llm_qa",
+        ),
+    }
+    longest: dict[str, int] = {}
+    for r in runtime.ledger.rows():
+        method = method_of[r["operation"]]
+        longest[method] = max(longest.get(method, 0), r["chain"])
+    assert longest == SEED_METHOD_ROUNDS

@@ -6,7 +6,8 @@ completion time: the provider saw it somewhere between our send and our receipt,
 from the receipt can never undercount the provider's window, however late a request arrived
 (with start times only, one request in 2,000 still drew a 429 on a loaded machine). TPM: each request reserves its estimated tokens
 (prompt estimate + max_tokens) in a 60 s sliding log and settles to the real usage when the
-reply arrives. Concurrency: an asyncio semaphore per event loop.
+reply arrives. Concurrency: `PrioritySlots` per event loop, a semaphore whose freed slot goes to
+the waiting request whose item has the most calls ahead of it.
 
 State is guarded by a thread lock, so one limiter serves every stage and thread of a process:
 two roles on the same model share its limits.
@@ -15,10 +16,13 @@ two roles on the same model share its limits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
+import itertools
 import threading
 import time
 from collections import deque
-from typing import Callable
+from typing import AsyncIterator, Callable
 
 WINDOW_S = 60.0
 MARGIN_S = 1.0
@@ -42,6 +46,46 @@ class Reservation:
                 self._tokens[1] = actual
 
 
+class PrioritySlots:
+    """At most `size` requests in flight on one event loop. A freed slot goes to the waiting
+    request with the highest priority (`parallel.rounds_ahead`: the calls its item still has ahead
+    of it), then to the one that has waited longest; with equal priorities it is a FIFO semaphore."""
+
+    def __init__(self, size: int):
+        self._free = size
+        self._waiting: list[tuple[float, int, asyncio.Future]] = []  # heap of (-priority, arrival, future)
+        self._arrivals = itertools.count()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, priority: float = 0.0) -> AsyncIterator[None]:
+        await self._acquire(priority)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, priority: float) -> None:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        granted = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (-priority, next(self._arrivals), granted))
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():  # handed a slot, then cancelled: hand it on
+                self._release()
+            raise
+
+    def _release(self) -> None:
+        while self._waiting:
+            granted = heapq.heappop(self._waiting)[2]
+            if not granted.done():  # a cancelled waiter's future is done: skipped
+                granted.set_result(None)  # the slot passes straight to it
+                return
+        self._free += 1
+
+
 class ModelLimiter:
     def __init__(
         self,
@@ -59,15 +103,15 @@ class ModelLimiter:
         self._used = 0  # the tokens of the log, kept as entries come, settle and go
         self._next_slot = 0.0
         self._paused_until = 0.0
-        self._sems: dict[int, asyncio.Semaphore] = {}
+        self._sems: dict[int, PrioritySlots] = {}
 
-    def semaphore(self) -> asyncio.Semaphore:
+    def semaphore(self) -> PrioritySlots:
         loop = asyncio.get_running_loop()
         with self._lock:
             sem = self._sems.get(id(loop))
             if sem is None:
                 self._sems = {k: v for k, v in self._sems.items() if k == id(loop)}  # drop finished loops
-                sem = self._sems[id(loop)] = asyncio.Semaphore(self.concurrency)
+                sem = self._sems[id(loop)] = PrioritySlots(self.concurrency)
             return sem
 
     def _wait_for(self, now: float, tokens: int) -> float:

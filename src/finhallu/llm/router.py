@@ -24,7 +24,7 @@ from finhallu.codeversion import code_hash
 from finhallu.result_cache import item_digest
 from finhallu.llm.errors import ProviderError, UndeclaredCallError
 from finhallu.llm.operations import OPERATIONS
-from finhallu.llm.parallel import call_round, old_objects_frozen, sending
+from finhallu.llm.parallel import call_round, old_objects_frozen, rounds_ahead, sending
 from finhallu.llm.providers import get_provider
 from finhallu.llm.request import LLMRequest
 from finhallu.llm.runtime import LLMRuntime, current_runtime
@@ -148,8 +148,9 @@ class LLMRouter:
             return self._estimate(role, op_name, inputs, chain)
         bound = self._bound()
         prepared = bound._request(role, OPERATIONS[op_name], inputs, sample)  # rendered and hashed here, off the loop
+        ahead = rounds_ahead(self.runtime)
         sending()
-        return _run(bound._complete(*prepared, role, op_name, inputs.get("lang", "ko"), None, chain))
+        return _run(bound._complete(*prepared, role, op_name, inputs.get("lang", "ko"), None, chain, ahead))
 
     def call_many(self, role: str, op_name: str, inputs_list: list[dict], samples: list[int] | None = None) -> list:
         """Many independent calls of one operation, concurrently within the model's limits (and
@@ -164,15 +165,18 @@ class LLMRouter:
         bound, op = self._bound(), OPERATIONS[op_name]
         prepared = [bound._request(role, op, i, s) for i, s in zip(inputs_list, samples)]
         langs = [i.get("lang", "ko") for i in inputs_list]
+        ahead = rounds_ahead(self.runtime)
         sending()
-        return _run(bound._many(role, op_name, prepared, langs, chain))
+        return _run(bound._many(role, op_name, prepared, langs, chain, ahead))
 
-    async def _complete(self, provider, client, request: LLMRequest, role: str, op_name: str, lang: str, batch, chain: int):
+    async def _complete(
+        self, provider, client, request: LLMRequest, role: str, op_name: str, lang: str, batch, chain: int, ahead: float = 0.0
+    ):
         """One prepared request sent (through the runtime), its reply parsed and validated, repaired once."""
         op = OPERATIONS[op_name]
         rt = self.runtime
         try:
-            reply, rec = await rt.execute(provider, client, request, role, op_name, batch_replies=batch, chain=chain)
+            reply, rec = await rt.execute(provider, client, request, role, op_name, batch_replies=batch, chain=chain, ahead=ahead)
         except ProviderError:
             return None  # recorded by the runtime
         try:
@@ -182,7 +186,7 @@ class LLMRouter:
                 request.messages + (("assistant", reply.text or ""), ("user", REPAIR.get(lang, REPAIR["en"]).format(error=first)))
             )
             try:
-                reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True, chain=chain + 1)
+                reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True, chain=chain + 1, ahead=ahead)
             except ProviderError:
                 rec.error = f"invalid output ({first}); the repair call failed"
                 rt.mark_failed(request, rec.error)  # a rerun with --retry-failed asks the first prompt again
@@ -278,7 +282,7 @@ class LLMRouter:
         return provider, client, request
 
     async def _many(
-        self, role: str, op_name: str, prepared: list[tuple[Any, Any, LLMRequest]], langs: list[str], chain: int = 0
+        self, role: str, op_name: str, prepared: list[tuple[Any, Any, LLMRequest]], langs: list[str], chain: int = 0, ahead: float = 0.0
     ) -> list:
         cfg = self.role_config(role)
         batch_replies: dict = {}
@@ -288,5 +292,5 @@ class LLMRouter:
                 self.runtime.run_batch, prepared[0][0], prepared[0][1], [b[2] for b in prepared], role, op_name
             )
         return await asyncio.gather(
-            *(self._complete(*b, role, op_name, lang, batch_replies, chain) for b, lang in zip(prepared, langs))
+            *(self._complete(*b, role, op_name, lang, batch_replies, chain, ahead) for b, lang in zip(prepared, langs))
         )

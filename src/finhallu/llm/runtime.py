@@ -48,6 +48,7 @@ class _Call:
     operation: str
     repair: bool
     chain: int = 0  # its round's position on the stage's longest sequential path of calls (parallel.call_round)
+    ahead: float = 0.0  # the calls its item still has ahead of it, this one included (parallel.rounds_ahead)
     attempts: int = 0
     latency: float = 0.0  # time at the provider (all attempts), not time queued behind the limits
     failed_before: bool = False  # the cache holds a failure of its key (a --retry-failed rerun): cleared on success
@@ -267,6 +268,7 @@ class LLMRuntime:
         repair: bool = False,
         batch_replies: dict | None = None,
         chain: int = 0,
+        ahead: float = 0.0,
     ) -> tuple[LLMReply, CallRecord]:
         if self._stop is not None:
             raise self._stopped()
@@ -288,7 +290,7 @@ class LLMRuntime:
                 chain=chain,
             )
         if self.cache is None:
-            return await self._send(provider, client, _Call(request, role, operation, repair, chain))
+            return await self._send(provider, client, _Call(request, role, operation, repair, chain, ahead))
         # One request per key at a time: a second caller of the same prompt waits for the first and
         # takes its answer (or its failure) from the cache instead of sending it again.
         async with self._key_lock(key):
@@ -309,7 +311,7 @@ class LLMRuntime:
                     repair=repair,
                     chain=chain,
                 )
-            call = _Call(request, role, operation, repair, chain, failed_before=failed is not None)
+            call = _Call(request, role, operation, repair, chain, ahead, failed_before=failed is not None)
             return await self._send(provider, client, call)
 
     async def _send(self, provider, client, call: _Call) -> tuple[LLMReply, CallRecord]:
@@ -334,7 +336,7 @@ class LLMRuntime:
         """One attempt at the provider; its time there is added to the call's latency."""
         # Concurrency slot first, then the rate slot: a request that waited for a slot must
         # not carry an old rate reservation (requests would bunch up at the provider).
-        async with limiter.semaphore():
+        async with limiter.semaphore().slot(call.ahead):
             if self._stop is not None:  # it stopped while this call waited for a slot
                 raise self._stop
             reservation = await limiter.acquire(estimate)

@@ -241,9 +241,20 @@ def _reconfirm_item(dlg: _Dialogue, rng) -> dict | None:
     return {**dlg.items[j - 1], "reconfirms": j}
 
 
-def _planned_turns(doc: dict, k: int, cfg: DialogueConfig, ctx: StageContext[DialogueConfig]) -> int:
-    """The number of questions `_converse` will aim for (its RNG's first draw)."""
-    return ctx.rng("dialogue", doc["doc_id"], k).randint(cfg.min_turns, cfg.max_turns)
+def _plan(rng, cfg: DialogueConfig) -> tuple[int, int | None]:
+    """A dialogue's first draws: the number of questions it aims for, and the turn at which it asks
+    again what it asked before (a reconfirm turn may come past turn 4), if it does."""
+    target = rng.randint(cfg.min_turns, cfg.max_turns)
+    reconfirm_at = rng.randint(5, target + 1) if target >= 4 and rng.random() < cfg.reconfirm_probability else None
+    return target, reconfirm_at
+
+
+def _planned_calls(doc: dict, k: int, cfg: DialogueConfig, ctx: StageContext[DialogueConfig]) -> int:
+    """The sequential calls `_converse` will make, about: each turn's answer, and the choice of the
+    next question between two turns."""
+    target, reconfirm_at = _plan(ctx.rng("dialogue", doc["doc_id"], k), cfg)
+    turns = min(cfg.max_turns, target + (reconfirm_at is not None))
+    return 2 * turns - 1
 
 
 def _converse(
@@ -262,8 +273,7 @@ def _converse(
     """One dialogue, question by question: each next question is chosen knowing what the assistant
     has said. A reconfirm turn may come past turn 4. None when an LLM call failed for good."""
     rng = ctx.rng("dialogue", doc["doc_id"], k)
-    target = rng.randint(cfg.min_turns, cfg.max_turns)
-    reconfirm_at = rng.randint(5, target + 1) if target >= 4 and rng.random() < cfg.reconfirm_probability else None
+    target, reconfirm_at = _plan(rng, cfg)
     dlg = _Dialogue(doc, "dlg-" + hashlib.sha256(f"{doc['doc_id']}|{k}".encode()).hexdigest()[:12], k)
     item: dict | None = _item(seed_rows[rng.choice(pool)])
     while item is not None:
@@ -354,7 +364,7 @@ def _conversations(
             llm,
             (USER, ASSISTANT),
             ctx.progress,
-            longest_first=lambda i: _planned_turns(planned[i][0], planned[i][1], cfg, ctx),
+            longest_first=lambda i: _planned_calls(planned[i][0], planned[i][1], cfg, ctx),
         )
     finally:
         if memo is not None:

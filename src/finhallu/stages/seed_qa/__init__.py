@@ -133,6 +133,10 @@ def _run_multi_llm_qa(doc: DocContext, cfg: SeedQAConfig, llm: LLMRouter, ctx: S
 
 
 SEED_METHODS: dict[str, Callable[..., MethodResult]] = {"triplet_qa": _run_triplet_qa, "multi_llm_qa": _run_multi_llm_qa}
+# Rounds of calls on a document's longest path per method (llm_calls.chain): triplets extracted,
+# reflected, turned into QA, judged; questions generated, grouped, answered, checked, scored. The
+# longer method's documents start first and their requests get free slots first (llm.parallel).
+SEED_METHOD_ROUNDS = {"triplet_qa": 4, "multi_llm_qa": 5}
 
 # Funnels of `seed_qa_stats`: (funnel, metrics in order). Each step keeps a subset of the one before.
 FUNNELS = {
@@ -240,7 +244,14 @@ def run(inputs: Frames, ctx: StageContext) -> Frames:
     work = [(doc, method) for doc in docs for method in cfg.methods.get(doc.source, [])]
     sentences.load_for(doc.lang for doc, _ in work)
     # Every document's methods together (see llm.parallel); merged in the documents' order.
-    results = map_items(lambda dm: SEED_METHODS[dm[1]](dm[0], cfg, llm, ctx, encoder), work, llm, SEED_ROLES, ctx.progress)
+    results = map_items(
+        lambda dm: SEED_METHODS[dm[1]](dm[0], cfg, llm, ctx, encoder),
+        work,
+        llm,
+        SEED_ROLES,
+        ctx.progress,
+        longest_first=lambda dm: SEED_METHOD_ROUNDS[dm[1]],
+    )
     for (doc, method), res in zip(work, results):
         seeds += res.seeds
         triplets += res.triplets
