@@ -75,6 +75,7 @@ class MetricIndex:
         }
         self.detectors = sorted(metrics["detector"].unique().to_list()) if metrics.height else []
         self.slices = sorted({k[2] for k in self.rows})
+        self.keys = sorted(self.rows)  # (detector, setting, slice, metric) in order, sorted once
 
     def get(self, det, setting, slice_, metric):
         return self.rows.get((det, setting, slice_, metric))
@@ -95,8 +96,8 @@ def _bars(mx: MetricIndex, setting: str, metric: str, slice_prefix: str) -> list
     out = []
     for d in mx.detectors:
         rows = [
-            r
-            for (det, s, sl, m), r in sorted(mx.rows.items())
+            mx.rows[(det, s, sl, m)]
+            for det, s, sl, m in mx.keys
             if det == d and s == setting and m == metric and sl.startswith(slice_prefix) and "&" not in sl
         ]
         out.append(
