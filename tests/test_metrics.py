@@ -616,3 +616,28 @@ def test_ranking_aucs_agree_with_sklearn_on_both_product_paths_and_under_weights
     for i, p in enumerate(picks):
         assert rocs[i] == pytest.approx(roc_auc_score(y[p], s[p]), abs=1e-12)
         assert prs[i] == pytest.approx(average_precision_score(y[p], s[p]), abs=1e-12)
+
+
+def test_pairwise_tests_pair_only_the_samples_both_detectors_scored(evaluated):
+    """A detector that skipped samples is compared with each other one on the samples both scored
+    (and Cochran's Q on those every detector scored)."""
+    samples, dets, _, _, _ = evaluated
+    skipped = sorted(samples["sample_id"].to_list())[::3]
+    partial_dets = dets.filter(~((pl.col("detector") == "noisy") & pl.col("sample_id").is_in(skipped)))
+    _, _, tests = evaluate(samples, partial_dets, CFG, 7, "finhallu", "v1")
+    joined = partial_dets.join(samples, on="sample_id")
+    ok = {
+        d: dict(zip(g["sample_id"].to_list(), (g["label_binary"] == g["pred_binary"]).to_list()))
+        for (d,), g in joined.group_by("detector")
+    }
+    mc = tests.filter(pl.col("test").str.starts_with("mcnemar") & (pl.col("setting") == "binary") & (pl.col("slice") == "all"))
+    for r in mc.iter_rows(named=True):
+        a, b = ok[r["detector_a"]], ok[r["detector_b"]]
+        both = sorted(set(a) & set(b))
+        t = stats.mcnemar(np.array([a[s] for s in both]), np.array([b[s] for s in both]))
+        assert (r["n"], r["statistic"], r["a_only_correct"], r["b_only_correct"]) == (len(both), t.statistic, t.a_only, t.b_only)
+    assert sorted(mc.filter(pl.col("detector_a").eq("noisy") | pl.col("detector_b").eq("noisy"))["n"].unique().to_list()) == [
+        samples.height - len(skipped)
+    ]
+    q = tests.filter((pl.col("test") == "cochran_q") & (pl.col("setting") == "binary") & (pl.col("slice") == "all"))
+    assert q["n"].to_list() == [samples.height - len(skipped)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Iterator, TypedDict
@@ -133,44 +134,96 @@ class Resampler:
 # ---- slices -------------------------------------------------------------------------------------
 
 
-def _pairs_of(df: pl.DataFrame, **match) -> pl.DataFrame:
-    """Both sides of the pairs whose hallucinated sample matches (the faithful side has no type)."""
-    cond = pl.lit(True)
+class _Rows:
+    """A detector's joined rows as the settings read them: numpy columns, converted once per
+    detector. A slice is a gather of row positions: a polars filter per detector and slice (the
+    lazy engine's fixed cost, ~60 slices x the detectors) was over half of the stage at demo scale."""
+
+    __slots__ = ("cols", "height")
+
+    def __init__(self, cols: dict[str, np.ndarray]):
+        self.cols = cols
+        self.height = len(cols["sample_id"])
+
+    @classmethod
+    def of(cls, df: pl.DataFrame) -> "_Rows":
+        hallu = df["hallu_type"].is_not_null().to_numpy()
+        return cls(
+            {
+                "sample_id": df["sample_id"].to_numpy(),
+                "label_4class": df["label_4class"].to_numpy().astype(str),
+                "label_binary": df["label_binary"].to_numpy().astype(str),
+                "pred_binary": df["pred_binary"].to_numpy().astype(str),
+                "pred_4class": df["pred_4class"].to_numpy().astype(str),
+                "score": df["score"].to_numpy().astype(float),
+                "hallucinated": hallu,
+                # read on hallucinated rows only (where the type is set)
+                "hallu_type": df["hallu_type"].fill_null("").to_numpy().astype(str),
+                "pred_type": df["pred_type"].fill_null("none").to_numpy().astype(str),
+            }
+        )
+
+    def take(self, positions: np.ndarray) -> "_Rows":
+        return _Rows({name: col[positions] for name, col in self.cols.items()})
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cols[name]
+
+
+def _matching(cols: dict[str, np.ndarray], **match) -> np.ndarray:
+    """Whether each row has every `column=value` of `match` (a null never matches)."""
+    cond = None
     for col, val in match.items():
-        cond = cond & (pl.col(col) == val)
-    ids = df.filter(cond)["pair_id"].unique()
-    return df.filter(pl.col("pair_id").is_in(ids.to_list()))
+        hit = cols[col] == val  # elementwise, None (or NaN) equal to nothing
+        cond = hit if cond is None else cond & hit
+    assert cond is not None, "a slice matches at least one column"
+    return cond
 
 
-def _where(df: pl.DataFrame, col: str, key) -> pl.DataFrame:
-    return df.filter(pl.col(col) == key)
+def _pairs_of(cols: dict[str, np.ndarray], **match) -> np.ndarray:
+    """Both sides of the pairs whose hallucinated sample matches (the faithful side has no type):
+    their row positions."""
+    pair = cols["pair_id"]
+    ids = {p for p in pair[_matching(cols, **match)].tolist() if p is not None}
+    return np.flatnonzero(np.fromiter((p in ids for p in pair.tolist()), bool, len(pair)))
 
 
-def _whole(df: pl.DataFrame) -> pl.DataFrame:
-    return df
+def _where(cols: dict[str, np.ndarray], col: str, key) -> np.ndarray:
+    return np.flatnonzero(_matching(cols, **{col: key}))
 
 
-SliceRows = Callable[[], pl.DataFrame]
+SliceRows = Callable[[], _Rows]
 
 
 def _slices(df: pl.DataFrame) -> dict[str, tuple[SliceRows, bool]]:
-    """name -> (its rows, filtered when asked for, full): full slices get every setting, the
-    fine-grained ones binary only. Filtered on demand, so only the slice being scored is held."""
-    out: dict[str, tuple[SliceRows, bool]] = {"all": (partial(_whole, df), True)}
+    """name -> (its rows, taken when asked for, full): full slices get every setting, the
+    fine-grained ones binary only. Taken on demand, so only the slice being scored is held."""
+    rows = _Rows.of(df)
+    whole: SliceRows = lambda: rows  # noqa: E731
+    cols = {
+        c: df[c].to_numpy()
+        for c in ("split", "source", "lang", "hallu_type", "hallu_subtype", "injector", "turn_index", "pair_id")
+        if c in df.columns
+    }
+
+    def part(positions: np.ndarray) -> SliceRows:
+        return partial(rows.take, positions)
+
+    out: dict[str, tuple[SliceRows, bool]] = {"all": (whole, True)}
     for col in ("split", "source", "lang"):
         for key in sorted(df[col].drop_nulls().unique().to_list()):
-            out[f"{col}={key}"] = (partial(_where, df, col, key), True)
+            out[f"{col}={key}"] = (part(_where(cols, col, key)), True)
     hallu = df.filter(pl.col("hallu_type").is_not_null())
     for t in sorted(hallu["hallu_type"].unique().to_list()):
-        out[f"hallu_type={t}"] = (partial(_pairs_of, df, hallu_type=t), True)
+        out[f"hallu_type={t}"] = (part(_pairs_of(cols, hallu_type=t)), True)
     for sub in sorted(hallu["hallu_subtype"].drop_nulls().unique().to_list()):
-        out[f"hallu_subtype={sub}"] = (partial(_pairs_of, df, hallu_subtype=sub), False)
+        out[f"hallu_subtype={sub}"] = (part(_pairs_of(cols, hallu_subtype=sub)), False)
     if "injector" in df.columns:
         for t, inj in sorted(set(hallu.filter(pl.col("injector").is_not_null()).select("hallu_type", "injector").iter_rows())):
-            out[f"hallu_type={t}&injector={inj}"] = (partial(_pairs_of, df, hallu_type=t, injector=inj), False)
+            out[f"hallu_type={t}&injector={inj}"] = (part(_pairs_of(cols, hallu_type=t, injector=inj)), False)
     if "turn_index" in df.columns:
         for k in sorted(df["turn_index"].drop_nulls().unique().to_list()):
-            out[f"turn_index={k}"] = (partial(_where, df, "turn_index", k), False)
+            out[f"turn_index={k}"] = (part(_where(cols, "turn_index", k)), False)
     return out
 
 
@@ -203,21 +256,21 @@ def _coded(name: str, y: np.ndarray, p: np.ndarray, labels: tuple, ids: tuple, s
     return Setting(name, codes[: len(y)], codes[len(y) :], None, fn, y, p, ids, strata)
 
 
-def _settings(s: pl.DataFrame, full: bool) -> list[Setting]:
+def _settings(s: _Rows, full: bool) -> list[Setting]:
     """The settings scored on one slice. Binary, 4-class and 3-class share resamples stratified by
     the 4-class label (which fixes the binary class counts too); type resamples within each type."""
-    ids, y4 = tuple(s["sample_id"].to_list()), s["label_4class"].to_numpy().astype(str)
-    ys, ps = s["label_binary"].to_numpy().astype(str), s["pred_binary"].to_numpy().astype(str)
-    out = [Setting("binary", positive(ys), positive(ps), s["score"].to_numpy().astype(float), binary_metrics, ys, ps, ids, y4)]
+    ids, y4 = tuple(s["sample_id"].tolist()), s["label_4class"]
+    ys, ps = s["label_binary"], s["pred_binary"]
+    out = [Setting("binary", positive(ys), positive(ps), s["score"], binary_metrics, ys, ps, ids, y4)]
     if not full:
         return out
-    p4 = s["pred_4class"].to_numpy().astype(str)
+    p4 = s["pred_4class"]
     out.append(_coded("4class", y4, p4, LABEL_4CLASS, ids, y4))
     out.append(_coded("3class", _collapse3(y4), _collapse3(p4), LABEL_3CLASS, ids, y4))
-    hs = s.filter(pl.col("hallu_type").is_not_null())
-    if hs.height:
-        yt, pt = hs["hallu_type"].to_numpy().astype(str), hs["pred_type"].fill_null("none").to_numpy().astype(str)
-        out.append(_coded("type", yt, pt, TYPE_LABELS, tuple(hs["sample_id"].to_list()), yt))
+    hallu = s["hallucinated"]
+    if hallu.any():
+        yt, pt = s["hallu_type"][hallu], s["pred_type"][hallu]
+        out.append(_coded("type", yt, pt, TYPE_LABELS, tuple(s["sample_id"][hallu].tolist()), yt))
     return out
 
 
@@ -293,20 +346,39 @@ def _threshold_rows(df: pl.DataFrame, cfg: MetricsConfig, base: _DetectorKey, re
 # ---- pairwise statistics -----------------------------------------------------------------------
 
 
-def _correct_matrix(joined: pl.DataFrame, detectors: list[str], setting: str, split: str | None) -> tuple[np.ndarray, int]:
-    """(n, k) correctness of `detectors` on the samples every one of them scored."""
-    label, pred = ("label_binary", "pred_binary") if setting == "binary" else ("label_4class", "pred_4class")
-    df = joined if split is None else joined.filter(pl.col("split") == split)
-    wide = (
-        df.filter(pl.col("detector").is_in(detectors))
-        .with_columns(ok=(pl.col(label) == pl.col(pred)).cast(pl.Int8))
-        .pivot(on="detector", index="sample_id", values="ok")
-        .drop_nulls()
-        .sort("sample_id")
-    )
-    if wide.height == 0 or any(d not in wide.columns for d in detectors):
-        return np.zeros((0, len(detectors))), 0
-    return wide.select(detectors).to_numpy().astype(bool), wide.height
+class _Correctness:
+    """Which detectors were right on which samples, per setting and split: one pivot of every
+    detector, from which each test takes its detectors' columns (a pivot per pair of detectors was
+    a fifth of the stage at demo scale)."""
+
+    def __init__(self, joined: pl.DataFrame):
+        self.joined = joined
+        self._wide: dict[tuple[str, str | None], tuple[list[str], np.ndarray]] = {}
+
+    def _all(self, setting: str, split: str | None) -> tuple[list[str], np.ndarray]:
+        key = (setting, split)
+        if key not in self._wide:
+            label, pred = ("label_binary", "pred_binary") if setting == "binary" else ("label_4class", "pred_4class")
+            df = self.joined if split is None else self.joined.filter(pl.col("split") == split)
+            wide = (
+                df.with_columns(ok=(pl.col(label) == pl.col(pred)).cast(pl.Int8))
+                .pivot(on="detector", index="sample_id", values="ok")
+                .sort("sample_id")
+            )
+            names = [c for c in wide.columns if c != "sample_id"]
+            self._wide[key] = (names, wide.select(names).to_numpy().astype(float))  # NaN: not scored
+        return self._wide[key]
+
+    def matrix(self, detectors: list[str], setting: str, split: str | None) -> tuple[np.ndarray, int]:
+        """(n, k) correctness of `detectors` on the samples every one of them scored."""
+        names, values = self._all(setting, split)
+        if any(d not in names for d in detectors):
+            return np.zeros((0, len(detectors))), 0
+        x = values[:, [names.index(d) for d in detectors]]
+        x = x[~np.isnan(x).any(axis=1)]
+        if not len(x):
+            return np.zeros((0, len(detectors))), 0
+        return x.astype(bool), len(x)
 
 
 class _BlankTest(TypedDict):
@@ -322,12 +394,12 @@ _BLANK_TEST: _BlankTest = {"df": None, "p_holm": None, "a_only_correct": None, "
 
 
 def _mcnemar_rows(
-    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, base: _EvalKey
+    correct: _Correctness, detectors: list[str], setting: str, slice_name: str, split: str | None, base: _EvalKey
 ) -> list[DetectorTestsRow]:
     """McNemar for every pair of detectors, with Holm-adjusted p-values over the pairs."""
     pair_rows: list[DetectorTestsRow] = []
     for a, b in itertools.combinations(detectors, 2):
-        x, n = _correct_matrix(joined, [a, b], setting, split)
+        x, n = correct.matrix([a, b], setting, split)
         if not n:
             continue
         t = stats.mcnemar(x[:, 0], x[:, 1])
@@ -355,12 +427,12 @@ def _mcnemar_rows(
 
 
 def _cochran_rows(
-    joined: pl.DataFrame, detectors: list[str], setting: str, slice_name: str, split: str | None, base: _EvalKey
+    correct: _Correctness, detectors: list[str], setting: str, slice_name: str, split: str | None, base: _EvalKey
 ) -> list[DetectorTestsRow]:
     """Cochran's Q over all detectors (three or more, on the samples every one scored)."""
     if len(detectors) < 3:
         return []
-    x, n = _correct_matrix(joined, detectors, setting, split)
+    x, n = correct.matrix(detectors, setting, split)
     if not n:
         return []
     q = stats.cochrans_q(x)
@@ -383,7 +455,7 @@ def _cochran_rows(
 
 
 def _helped_hurt_rows(
-    joined: pl.DataFrame,
+    correct: _Correctness,
     detectors: list[str],
     setting: str,
     slice_name: str,
@@ -396,7 +468,7 @@ def _helped_hurt_rows(
     for baseline, condition in cfg.condition_pairs:
         if baseline not in detectors or condition not in detectors:
             continue
-        x, n = _correct_matrix(joined, [baseline, condition], setting, split)
+        x, n = correct.matrix([baseline, condition], setting, split)
         if not n:
             continue
         imp = stats.helped_hurt(x[:, 0], x[:, 1])
@@ -430,11 +502,12 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: _EvalKey) -> 
         else []
     )
     rows: list[DetectorTestsRow] = []
+    correct = _Correctness(joined)
     for setting in ("binary", "4class"):
         for slice_name, split in scopes:
-            rows += _mcnemar_rows(joined, detectors, setting, slice_name, split, base)
-            rows += _cochran_rows(joined, detectors, setting, slice_name, split, base)
-            rows += _helped_hurt_rows(joined, detectors, setting, slice_name, split, cfg, base)
+            rows += _mcnemar_rows(correct, detectors, setting, slice_name, split, base)
+            rows += _cochran_rows(correct, detectors, setting, slice_name, split, base)
+            rows += _helped_hurt_rows(correct, detectors, setting, slice_name, split, cfg, base)
     return rows
 
 
@@ -444,7 +517,7 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: _EvalKey) -> 
 def _score_slice(
     base: _DetectorKey,
     slice_name: str,
-    s: pl.DataFrame,
+    s: _Rows,
     full: bool,
     cfg: MetricsConfig,
     resampler: Resampler | None,
@@ -459,7 +532,7 @@ def _score_slice(
         cis = intervals.get(st.name, {})
         rows += [_row(base, st.name, slice_name, m, v, cis.get(m, (None, None)), len(st.y)) for m, v in point.items()]
         if slice_name == "all" or slice_name.startswith("split="):
-            pairs = pl.DataFrame({"t": st.y_labels, "p": st.p_labels}).group_by("t", "p").len()
+            pairs = Counter(zip(st.y_labels.tolist(), st.p_labels.tolist()))
             conf += [
                 {
                     "eval_id": base["eval_id"],
@@ -470,7 +543,7 @@ def _score_slice(
                     "pred_label": pr,
                     "count": n,
                 }
-                for t, pr, n in pairs.iter_rows()
+                for (t, pr), n in pairs.items()
             ]
 
 
