@@ -22,7 +22,7 @@ import marshal
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 
 
@@ -36,6 +36,10 @@ class Morph(NamedTuple):
 
 
 Morphs = tuple[Morph, ...]
+
+# Morph from a 4-tuple without NamedTuple's Python-level __new__ (a frame per morpheme: ~4 us,
+# a fifth of reading a stage's stored analyses); the same objects.
+as_morph = partial(tuple.__new__, Morph)
 
 
 @lru_cache(maxsize=1)
@@ -56,7 +60,7 @@ def _encode(morphs: Morphs) -> bytes:
 
 
 def _decode(blob: bytes) -> Morphs:
-    return tuple(Morph(*m) for m in marshal.loads(zlib.decompress(blob)))
+    return tuple(map(as_morph, marshal.loads(zlib.decompress(blob))))
 
 
 class MorphemeStore(Protocol):

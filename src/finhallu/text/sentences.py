@@ -12,9 +12,12 @@ import threading
 from functools import lru_cache
 from typing import Iterable
 
-from finhallu.text.morpheme_cache import Morph, Morphs, keep, stored
+from operator import attrgetter
+
+from finhallu.text.morpheme_cache import Morphs, as_morph, keep, stored
 
 _lock = threading.Lock()
+_MORPH_FIELDS = attrgetter("form", "tag", "start", "len")  # of a kiwipiepy Token, in Morph's order
 
 _ABBREV = {
     "u.s",
@@ -120,7 +123,7 @@ def tokenize_korean_many(texts: list[str]) -> list[Morphs]:
     if todo:
         with _lock:
             analysed = kiwi().tokenize(todo) if len(todo) > 1 else [kiwi().tokenize(todo[0])]
-            fresh = [(t, tuple(Morph(m.form, m.tag, m.start, m.len) for m in toks)) for t, toks in zip(todo, analysed)]
+            fresh = [(t, tuple(map(as_morph, map(_MORPH_FIELDS, toks)))) for t, toks in zip(todo, analysed)]
         found.update(fresh)
         keep(fresh)
     return [found[t] for t in texts]
