@@ -473,3 +473,40 @@ def test_build_warm_up_starts_the_gate_worker_instead_of_importing_gates_where_g
     # the paper profile's roles call OpenAI and Gemini; its gate worker starts after their SDKs
     cli._warm_up(load_config("paper"), lambda: loaded.append("gates"))
     assert loaded == ["kiwi", "sdk gemini", "sdk openai", "gate worker"]
+
+
+@pytest.mark.parametrize("profile", ["demo", "paper"])
+def test_build_start_runs_without_the_collector_then_freezes_what_it_made(monkeypatch, tmp_path, profile):
+    """The imports and warm-up run with the collector paused; their objects are frozen for the
+    build (a build with remote roles keeps what its stages made frozen too, until it ends), and
+    everything is as before once the command returns."""
+    import contextlib
+    import gc
+
+    from finhallu import cli
+    from finhallu.flows import build
+    from finhallu.llm import parallel
+    from finhallu.warehouse.lock import HomeBusy
+
+    seen: dict[str, object] = {}
+
+    @contextlib.contextmanager
+    def fake_api(home):
+        yield lambda while_booting=None: while_booting()
+
+    def warm_up(cfg, prepare_gates):
+        seen["warm-up collector on"] = gc.isenabled()
+
+    def run_build(*args, **kwargs):
+        seen["build"] = (gc.isenabled(), gc.get_freeze_count() > 0, parallel._frozen)
+        raise HomeBusy("a test stops here")
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("GEMINI_API_KEY", "test")
+    monkeypatch.setattr(cli, "prefect_api", fake_api)
+    monkeypatch.setattr(cli, "_warm_up", warm_up)
+    monkeypatch.setattr(build, "run_build", run_build)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert cli.main(["build", "--profile", profile, "--home", str(tmp_path / "home")]) == 3
+    assert seen == {"warm-up collector on": False, "build": (True, True, 1 if profile == "paper" else 0)}
+    assert gc.isenabled() and gc.get_freeze_count() == 0 and parallel._frozen == 0
