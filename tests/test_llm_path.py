@@ -319,7 +319,9 @@ def test_a_freed_slot_goes_to_the_waiting_request_with_the_most_calls_ahead():
 
         holders = [asyncio.create_task(holder(i)) for i in range(2)]
         await asyncio.sleep(0)
-        waiters = [asyncio.create_task(waiter(n, a)) for n, a in [("short", 1), ("long", 9), ("mid-a", 4), ("gone", 20), ("mid-b", 4)]]
+        waiters = [
+            asyncio.create_task(waiter(n, a)) for n, a in [("short", 1), ("long", 9), ("mid-a", 4), ("gone", 20), ("mid-b", 4)]
+        ]
         await asyncio.sleep(0)
         waiters[3].cancel()  # "gone" stops waiting: it must not take a slot nor lose one
         hold[0].set()

@@ -198,7 +198,9 @@ def map_items(
             lead = _lead(items, start, longest_first)
             sent = {i: threading.Event() for i in lead}
             futures = {
-                pool.submit(contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i], sent[i], rounds(items[i])): i
+                pool.submit(
+                    contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i], sent[i], rounds(items[i])
+                ): i
                 for i in lead
             }
             # The rest start once every lead item has its first request on the way (or is done): all
@@ -207,7 +209,11 @@ def map_items(
             for event in sent.values():
                 event.wait(max(0.0, deadline - time.monotonic()))
             for i in start[len(lead) :]:
-                futures[pool.submit(contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i], None, rounds(items[i]))] = i
+                futures[
+                    pool.submit(
+                        contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i], None, rounds(items[i])
+                    )
+                ] = i
             try:
                 for n, fut in enumerate(as_completed(futures), start=1):
                     results[futures[fut]] = fut.result()

@@ -186,7 +186,9 @@ class LLMRouter:
                 request.messages + (("assistant", reply.text or ""), ("user", REPAIR.get(lang, REPAIR["en"]).format(error=first)))
             )
             try:
-                reply2, rec2 = await rt.execute(provider, client, repair, role, op_name, repair=True, chain=chain + 1, ahead=ahead)
+                reply2, rec2 = await rt.execute(
+                    provider, client, repair, role, op_name, repair=True, chain=chain + 1, ahead=ahead
+                )
             except ProviderError:
                 rec.error = f"invalid output ({first}); the repair call failed"
                 rt.mark_failed(request, rec.error)  # a rerun with --retry-failed asks the first prompt again
@@ -282,7 +284,13 @@ class LLMRouter:
         return provider, client, request
 
     async def _many(
-        self, role: str, op_name: str, prepared: list[tuple[Any, Any, LLMRequest]], langs: list[str], chain: int = 0, ahead: float = 0.0
+        self,
+        role: str,
+        op_name: str,
+        prepared: list[tuple[Any, Any, LLMRequest]],
+        langs: list[str],
+        chain: int = 0,
+        ahead: float = 0.0,
     ) -> list:
         cfg = self.role_config(role)
         batch_replies: dict = {}
