@@ -510,3 +510,26 @@ def test_build_start_runs_without_the_collector_then_freezes_what_it_made(monkey
     assert cli.main(["build", "--profile", profile, "--home", str(tmp_path / "home")]) == 3
     assert seen == {"warm-up collector on": False, "build": (True, True, 1 if profile == "paper" else 0)}
     assert gc.isenabled() and gc.get_freeze_count() == 0 and parallel._frozen == 0
+
+
+def test_build_warm_up_makes_the_clients_of_remote_roles_that_have_a_key(monkeypatch):
+    from finhallu import cli
+    from finhallu.config import load_config
+    from finhallu.flows import gate_worker
+    from finhallu.llm.providers import get_provider
+    from finhallu.text import sentences
+
+    monkeypatch.setattr(sentences, "kiwi", lambda: None)
+    monkeypatch.setattr(gate_worker, "start_early", lambda: None)
+    openai, gemini = get_provider("openai"), get_provider("gemini")
+    monkeypatch.setattr(openai, "_clients", {})
+    monkeypatch.setattr(gemini, "_clients", {})
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    cli._warm_up(load_config("paper"), lambda: None)  # no keys: nothing made, nothing raised (the build says what is missing)
+    assert not openai._clients and not gemini._clients
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-warm")
+    cli._warm_up(load_config("paper"), lambda: None)
+    # one client per endpoint and key, shared by every role on it (what the stages' calls take)
+    assert len(openai._clients) == 1 and not gemini._clients

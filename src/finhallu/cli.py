@@ -318,7 +318,8 @@ def _warm_up(cfg, prepare_gates: Callable[[], object]) -> None:
     """What a build needs anyway, done while a server started for it boots (~3.2 s idle otherwise):
     Great Expectations' import and context (~2.2 s), Kiwi where a source is Korean (~2.3 s, all of
     it holding the GIL: loaded by the first Korean stage it delayed that stage's first LLM call),
-    and the SDKs of the remote roles (~0.4 s each, which delayed the first call as much).
+    and the SDKs of the remote roles (~0.4 s each, which delayed the first call as much) and their
+    clients.
     A build whose gates run in a worker process (flows/gate_worker.py) leaves Great Expectations to
     it, started last: its import on a third process took the two cores from the server's boot and
     Kiwi's load, and the build's start went 4.0 -> 5.2 s (demo LLM path); its first gate comes a
@@ -342,8 +343,14 @@ def _warm_up(cfg, prepare_gates: Callable[[], object]) -> None:
         loader = threading.Thread(target=sentences.kiwi, name="kiwi-load")
         loader.start()
         loader.join()
-    for provider in sorted({cfg.roles[role].provider for role in called_remote_roles(cfg)}):
+    remote = called_remote_roles(cfg)
+    for provider in sorted({cfg.roles[role].provider for role in remote}):
         get_provider(provider).import_sdk()
+    if remote:
+        from finhallu.llm.router import LLMRouter
+        from finhallu.llm.runtime import LLMRuntime
+
+        LLMRouter({r: cfg.roles[r].model_dump() for r in remote}, LLMRuntime(cfg.llm)).warm_clients(remote)
     if overlap:
         from finhallu.flows.gate_worker import start_early
 
