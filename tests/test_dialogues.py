@@ -775,3 +775,35 @@ def test_dialogue_memo_gives_what_conversing_gives_and_reconverses_only_what_rea
     assert unread["passages"]["text"].to_list() != edited["passages"]["text"].to_list()
     conversed.clear()
     assert run(unread)["turns"].equals(expected) and conversed == []
+
+
+@pytest.mark.parametrize("remote", [True, False])
+def test_korean_answers_are_analysed_as_each_dialogue_ends_when_the_stage_waits_on_a_remote_model(monkeypatch, remote):
+    """With remote roles the answers go into the build's morpheme store as the dialogue ends (the
+    stages after it read them there); offline, the stage adds no analysis of its own."""
+    from finhallu.llm import parallel
+    from finhallu.stages import dialogues as stage
+    from finhallu.text.morpheme_cache import stored, use_morpheme_store
+
+    class DictStore(dict):
+        def get(self, digests):  # type: ignore[override]
+            return {d: self[d] for d in digests if d in self}
+
+        def put(self, items):
+            self.update(items)
+
+    answers = {"ko": ["삼성전자의 매출은 10조원입니다.", "영업이익은 증가했습니다."], "en": ["Revenue rose 5%."]}
+    monkeypatch.setattr(stage, "in_flight", lambda router, roles: 4 if remote else 0)
+    monkeypatch.setattr(parallel, "in_flight", lambda router, roles: 0)  # the items themselves run one after another
+    monkeypatch.setattr(stage, "_converse", lambda doc, *a: [{"response": r} for r in answers[doc["lang"]]])
+    from finhallu.config import load_config
+
+    ctx = stage.STAGE.context(load_config("demo"))
+    planned = [({"doc_id": "d1", "lang": "ko"}, 0, []), ({"doc_id": "d2", "lang": "en"}, 0, [])]
+    store = DictStore()
+    with use_morpheme_store(store):
+        tables = dict.fromkeys(("seeds", "doc_seeds", "passage_seeds", "passages"), {})
+        out = stage._conversations(planned, tables, None, ctx.config, ctx)
+        kept = stored(answers["ko"] + answers["en"])
+    assert [[t["response"] for t in turns] for turns in out] == [answers["ko"], answers["en"]]
+    assert sorted(kept) == (sorted(answers["ko"]) if remote else [])
