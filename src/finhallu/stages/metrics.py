@@ -200,7 +200,7 @@ def _slices(df: pl.DataFrame) -> dict[str, tuple[SliceRows, bool]]:
     fine-grained ones binary only. Taken on demand, so only the slice being scored is held."""
     rows = _Rows.of(df)
     whole: SliceRows = lambda: rows  # noqa: E731
-    cols = {
+    cols: dict[str, np.ndarray] = {
         c: df[c].to_numpy()
         for c in ("split", "source", "lang", "hallu_type", "hallu_subtype", "injector", "turn_index", "pair_id")
         if c in df.columns
