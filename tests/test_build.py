@@ -533,3 +533,25 @@ def test_build_warm_up_makes_the_clients_of_remote_roles_that_have_a_key(monkeyp
     cli._warm_up(load_config("paper"), lambda: None)
     # one client per endpoint and key, shared by every role on it (what the stages' calls take)
     assert len(openai._clients) == 1 and not gemini._clients
+
+
+def test_build_warm_up_leaves_a_client_it_cannot_make_to_the_stage(monkeypatch):
+    """A remote role whose SDK is missing (or whose client fails to build) does not stop the
+    warm-up: the stage that calls it reports the problem."""
+    from finhallu import cli
+    from finhallu.config import load_config
+    from finhallu.flows import gate_worker
+    from finhallu.llm.providers import get_provider
+    from finhallu.text import sentences
+
+    def no_sdk(*args):
+        raise ImportError("No module named 'google.genai'")
+
+    monkeypatch.setattr(sentences, "kiwi", lambda: None)
+    monkeypatch.setattr(gate_worker, "start_early", lambda: None)
+    gemini = get_provider("gemini")
+    monkeypatch.setattr(gemini, "_clients", {})
+    monkeypatch.setattr(gemini, "_make_client", no_sdk)
+    monkeypatch.setenv("GEMINI_API_KEY", "warm")
+    cli._warm_up(load_config("paper"), lambda: None)
+    assert not gemini._clients

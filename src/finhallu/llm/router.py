@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from finhallu.codeversion import code_hash
 from finhallu.result_cache import item_digest
-from finhallu.llm.errors import MissingKeyError, ProviderError, UndeclaredCallError
+from finhallu.llm.errors import ProviderError, UndeclaredCallError
 from finhallu.llm.operations import OPERATIONS
 from finhallu.llm.parallel import call_round, old_objects_frozen, rounds_ahead, sending
 from finhallu.llm.providers import get_provider
@@ -214,16 +214,17 @@ class LLMRouter:
         its API server boots): making one builds SSL contexts (~0.05 s each, three for Gemini's),
         which delayed the first stage's first requests. A role without a key, or whose key is a
         Prefect Secret block (read through the API, which may still be booting), is left to the
-        build's own check."""
+        build's own check, and so is a client that cannot be made here (its SDK missing): the
+        stage that calls the role reports it where it belongs."""
         for role in roles:
             cfg = self.role_config(role)
             if self.is_offline(role) or cfg.get("api_key_secret"):
                 continue
             try:
                 self.runtime.key_for(role, cfg)
-            except MissingKeyError:
+                self._client(role)
+            except Exception:  # best effort: nothing here may stop a build before its own checks
                 continue
-            self._client(role)
 
     def _client(self, role: str) -> tuple[Any, str, Any]:
         """The role's provider, endpoint and SDK client (made once per endpoint and key)."""
