@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 import threading
 from functools import lru_cache
-from typing import Iterable
-
 from operator import attrgetter
+from typing import Iterable
 
 from finhallu.text.morpheme_cache import Morphs, as_morph, keep, stored
 
