@@ -16,8 +16,10 @@ import functools
 import gc
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed, wait
 from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+from finhallu.llm.item_threads import Fanout
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -144,6 +146,41 @@ def _in_branch(
             sent.set()
 
 
+class _FirstRequests:
+    """A lead item that fans out its first requests (a document's chunks asked together) is on its
+    way once every item of the fan-out that starts at once has its first request on the way (or has
+    ended). Counted from its first item's request, the items waiting for the lead started then and
+    took the free slots from the lead's other first requests: seed_qa's question generators, whose
+    grouping every later call of the document waits for, went out a wave late."""
+
+    def __init__(self, lead: threading.Event, items: int):
+        self.lead, self.left, self.lock = lead, items, threading.Lock()
+        if items == 0:
+            lead.set()
+
+    def member(self) -> threading.Event:
+        return _FirstRequest(self)
+
+
+class _FirstRequest(threading.Event):
+    """One item's first request of a lead's fan-out (`_FirstRequests`)."""
+
+    def __init__(self, group: _FirstRequests):
+        super().__init__()
+        self._group = group
+
+    def set(self) -> None:
+        group = self._group
+        with group.lock:
+            if self.is_set():
+                return
+            super().set()
+            group.left -= 1
+            last = group.left == 0
+        if last:
+            group.lead.set()
+
+
 def in_flight(router, roles: Iterable[str]) -> int:
     """How many calls the remote roles' models may have in flight together (0: all offline)."""
     runtime = router.runtime
@@ -189,39 +226,42 @@ def map_items(
             return out
         router.prepare(roles)  # SDKs imported here, before any call is in flight
         results: list = [None] * len(items)
-        # Each thread runs in a copy of this context: the stage's LLM runtime and Prefect run context
+        # Each item runs in a copy of this context: the stage's LLM runtime and Prefect run context
         # are context variables (one copy per item: a context cannot be entered by two threads).
-        with old_objects_frozen(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="finhallu-item") as pool:
+        with old_objects_frozen():
+            fanout = Fanout(workers)
             start = (
                 sorted(range(len(items)), key=lambda i: -longest_first(items[i])) if longest_first else list(range(len(items)))
             )
             lead = _lead(items, start, longest_first)
-            sent = {i: threading.Event() for i in lead}
-            futures = {
-                pool.submit(
-                    contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i], sent[i], rounds(items[i])
-                ): i
-                for i in lead
-            }
+            sent: dict[int, threading.Event | None] = {i: threading.Event() for i in lead}
+            if parent.sent is not None and not parent.sent.is_set():  # the first fan-out of a lead item
+                group = _FirstRequests(parent.sent, min(workers, len(items)))
+                # Items that start later (a thread freed) no longer count, nor set the lead's event.
+                sent = {i: group.member() if n < workers else threading.Event() for n, i in enumerate(start)}
+
+            def submit(i: int) -> Future:
+                return fanout.submit(
+                    contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i], sent.get(i), rounds(items[i])
+                )
+
+            futures = {submit(i): i for i in lead}
             # The rest start once every lead item has its first request on the way (or is done): all
             # starting together, the leads' requests would queue behind the first wave of the others'.
             deadline = time.monotonic() + LEAD_WAIT_S
-            for event in sent.values():
-                event.wait(max(0.0, deadline - time.monotonic()))
-            for i in start[len(lead) :]:
-                futures[
-                    pool.submit(
-                        contextvars.copy_context().run, _in_branch, parent, branches, fn, items[i], None, rounds(items[i])
-                    )
-                ] = i
+            for i in lead[:workers]:  # a lead beyond the first `workers` waits for a thread, as the rest do
+                sent[i].wait(max(0.0, deadline - time.monotonic()))  # type: ignore[union-attr]  # leads have one
+            futures.update({submit(i): i for i in start[len(lead) :]})
             try:
                 for n, fut in enumerate(as_completed(futures), start=1):
                     results[futures[fut]] = fut.result()
                     if progress:
                         progress(n, len(items))
             except BaseException:
-                for fut in futures:
-                    fut.cancel()  # items not started yet; running ones stop at their next call (the runtime's stop)
+                # Items not started yet never start; running ones stop at their next call (the
+                # runtime's stop), and the stage goes on once they have.
+                fanout.cancel_waiting()
+                wait(futures)
                 raise
         return results
     finally:
