@@ -319,6 +319,35 @@ def test_call_cache_is_safe_under_concurrent_writers(tmp_path):
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_keys_looked_up_together_answer_from_memory_until_written(tmp_path):
+    """`look_up` asks SQLite once for many keys; those it found in neither table are answered absent
+    without a query, and a key this cache then writes (a reply or a failure) is read from SQLite
+    again. Keys another connection held before the look-up are found."""
+    from finhallu.llm.request import LLMReply
+
+    path = tmp_path / "c.sqlite"
+    cache, other = CallCache(path), CallCache(path)
+    other.put("held", "openai", "gpt-4o", "op", LLMReply(text="earlier", input_tokens=1, output_tokens=1))
+    other.put_failure("failed", "openai", "gpt-4o", "op", "HTTP 400")
+    cache.look_up(["held", "failed", "new", "dead", *(f"k{i}" for i in range(900))])  # more than one query's parameters
+    assert cache.get("held").text == "earlier" and cache.failure("failed") == "HTTP 400"
+    assert cache._absent == {"new", "dead", *(f"k{i}" for i in range(900))}
+    assert cache.get("new") is None and cache.failure("new") is None
+    cache.put("new", "openai", "gpt-4o", "op", LLMReply(text="now", input_tokens=1, output_tokens=1))
+    cache.put_failure("dead", "openai", "gpt-4o", "op", "HTTP 400")
+    assert cache.get("new").text == "now" and cache.failure("dead") == "HTTP 400"
+    assert "new" not in cache._absent and "dead" not in cache._absent
+
+
+def test_a_prompt_asked_twice_at_once_is_sent_once(stub, tmp_path):
+    """Two items with the same prompt in flight together: both looked it up as absent, the second
+    waits for the first's answer and takes it from the cache."""
+    router = LLMRouter({"j": openai_role(stub)}, runtime(tmp_path))
+    outs = router.call_many("j", OP, [dict(INPUTS), dict(INPUTS)])
+    assert outs[0] == outs[1] and outs[0] is not None
+    assert stub.count("chat") == 1
+
+
 def test_every_operation_has_ko_and_en_templates_over_its_own_inputs():
     """The `llm` backend renders the template with the operation's keyword inputs: a template
     naming anything else would fail at the first real call, so check them all here."""

@@ -148,6 +148,7 @@ class LLMRouter:
             return self._estimate(role, op_name, inputs, chain)
         bound = self._bound()
         prepared = bound._request(role, OPERATIONS[op_name], inputs, sample)  # rendered and hashed here, off the loop
+        self._look_up([prepared[2]])
         ahead = rounds_ahead(self.runtime)
         sending()
         return _run(bound._complete(*prepared, role, op_name, inputs.get("lang", "ko"), None, chain, ahead))
@@ -164,10 +165,16 @@ class LLMRouter:
         samples = samples or [0] * len(inputs_list)
         bound, op = self._bound(), OPERATIONS[op_name]
         prepared = [bound._request(role, op, i, s) for i, s in zip(inputs_list, samples)]
+        self._look_up([p[2] for p in prepared])
         langs = [i.get("lang", "ko") for i in inputs_list]
         ahead = rounds_ahead(self.runtime)
         sending()
         return _run(bound._many(role, op_name, prepared, langs, chain, ahead))
+
+    def _look_up(self, requests: list[LLMRequest]) -> None:
+        """The call cache asked about these requests here, in the calling thread (CallCache.look_up)."""
+        if self.runtime.cache is not None:
+            self.runtime.cache.look_up([r.key() for r in requests])
 
     async def _complete(
         self, provider, client, request: LLMRequest, role: str, op_name: str, lang: str, batch, chain: int, ahead: float = 0.0
