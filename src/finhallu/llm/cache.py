@@ -61,6 +61,7 @@ class CallCache:
         # other processes are serialised by SQLite itself (WAL + busy_timeout).
         self._lock = threading.Lock()
         self._absent: set[str] = set()  # keys `look_up` found in neither table, until written here
+        self._not_failed: set[str] = set()  # keys it found among the replies only, until `failure` asks
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         with self._lock:
             self._db.execute("PRAGMA busy_timeout=30000")
@@ -73,24 +74,29 @@ class CallCache:
             rows = self._db.execute(sql, args).fetchall()
             if written is not None:
                 self._absent.discard(written)
+                self._not_failed.discard(written)
             return rows
 
     def look_up(self, keys: list[str]) -> None:
         """Many keys about to be asked, looked up in one query by the asking thread: those in neither
         `calls` nor `failures` are then answered absent by `get` and `failure` without SQLite, until
-        this cache writes them. The LLM loop asked twice per call otherwise, and each query let go of
+        this cache writes them, and `failure` answers those found among the replies only (a rerun's
+        hits) once without SQLite. The LLM loop asked twice per call otherwise, and each query let go of
         the GIL: with a stage's offline work beside it, taking it back cost up to a switch interval,
         and detect's first wave of 32 went out over 0.4 s instead of 0.1 s. (Under the lock, as the
         writes are: a key written meanwhile is never left marked absent.)"""
         keys = list(dict.fromkeys(keys))
         with self._lock:
-            present: set[str] = set()
+            replied: set[str] = set()
+            failed: set[str] = set()
             for i in range(0, len(keys), 400):  # SQLite's bound-parameter limit is 999 (two lists of 400)
                 part = keys[i : i + 400]
                 marks = ",".join("?" * len(part))
-                sql = f"SELECT key FROM calls WHERE key IN ({marks}) UNION SELECT key FROM failures WHERE key IN ({marks})"
-                present.update(r[0] for r in self._db.execute(sql, (*part, *part)))
-            self._absent.update(k for k in keys if k not in present)
+                sql = f"SELECT key, 0 FROM calls WHERE key IN ({marks}) UNION ALL SELECT key, 1 FROM failures WHERE key IN ({marks})"
+                for key, in_failures in self._db.execute(sql, (*part, *part)):
+                    (failed if in_failures else replied).add(key)
+            self._absent.update(k for k in keys if k not in replied and k not in failed)
+            self._not_failed.update(replied - failed)
 
     def get(self, key: str) -> LLMReply | None:
         if key in self._absent:
@@ -121,6 +127,9 @@ class CallCache:
     # ---- failures: a rerun keeps them (no request) unless it is told to retry them -----------
     def failure(self, key: str) -> str | None:
         if key in self._absent:
+            return None
+        if key in self._not_failed:  # asked once per call, then forgotten: the set stays small
+            self._not_failed.discard(key)
             return None
         rows = self._exec("SELECT error FROM failures WHERE key=?", (key,))
         return rows[0][0] if rows else None

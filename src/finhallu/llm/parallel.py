@@ -158,9 +158,6 @@ class _FirstRequests:
         if items == 0:
             lead.set()
 
-    def member(self) -> threading.Event:
-        return _FirstRequest(self)
-
 
 class _FirstRequest(threading.Event):
     """One item's first request of a lead's fan-out (`_FirstRequests`)."""
@@ -238,7 +235,7 @@ def map_items(
             if parent.sent is not None and not parent.sent.is_set():  # the first fan-out of a lead item
                 group = _FirstRequests(parent.sent, min(workers, len(items)))
                 # Items that start later (a thread freed) no longer count, nor set the lead's event.
-                sent = {i: group.member() if n < workers else threading.Event() for n, i in enumerate(start)}
+                sent = {i: _FirstRequest(group) if n < workers else threading.Event() for n, i in enumerate(start)}
 
             def submit(i: int) -> Future:
                 return fanout.submit(
