@@ -17,6 +17,7 @@ from prefect import flow
 from finhallu.config import BuildConfig, load_config
 from finhallu.flows.artifacts import finalize_evaluation
 from finhallu.flows.gate_worker import use_gate_worker
+from finhallu.flows.heartbeats import flow_heartbeats
 from finhallu.flows.overlap import StageOverlap
 from finhallu.flows.preload import use_preload
 from finhallu.flows.runners import RunnerSpec
@@ -86,6 +87,11 @@ def run_stage_step(stage, refs: dict[str, TableRef], cfg: BuildConfig, home: str
 
 @flow(name="finhallu-build", flow_run_name="build-{build_id}", persist_result=False, log_prints=True)
 def build_flow(cfg: BuildConfig, home: str, build_id: str, until: str | None = None) -> dict:
+    with flow_heartbeats():
+        return _build_stages(cfg, home, build_id, until)
+
+
+def _build_stages(cfg: BuildConfig, home: str, build_id: str, until: str | None) -> dict:
     catalog = Catalog(Path(home))
     store = catalog.store
     refs: dict[str, TableRef] = {}

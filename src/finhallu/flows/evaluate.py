@@ -12,6 +12,7 @@ from pathlib import Path
 from prefect import flow
 
 from finhallu.config import BuildConfig, load_config, with_detectors
+from finhallu.flows.heartbeats import flow_heartbeats
 from finhallu.flows.artifacts import finalize_evaluation
 from finhallu.flows.build import _run_stage
 from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
@@ -46,8 +47,9 @@ def _stats_for(catalog: Catalog, samples: TableRef) -> TableRef:
 
 @flow(name="finhallu-evaluate-stages", flow_run_name="evaluate-{build_id}", persist_result=False)
 def evaluate_flow(cfg: BuildConfig, home: str, build_id: str, samples: TableRef, stats: TableRef) -> dict:
-    refs = run_eval_stages(cfg, home, build_id, {"samples": samples, "dataset_stats": stats})
-    finalize_evaluation(home, build_id, refs)
+    with flow_heartbeats():
+        refs = run_eval_stages(cfg, home, build_id, {"samples": samples, "dataset_stats": stats})
+        finalize_evaluation(home, build_id, refs)
     return refs
 
 

@@ -16,6 +16,7 @@ import polars as pl
 from prefect import flow
 
 from finhallu.config import BuildConfig, load_config, with_detectors
+from finhallu.flows.heartbeats import flow_heartbeats
 from finhallu.flows.artifacts import finalize_evaluation
 from finhallu.flows.publish import gate_outputs, publish_gated
 from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
@@ -63,8 +64,9 @@ def files_digest(path: Path) -> str:
 
 @flow(name="finhallu-eval-external", flow_run_name="eval-external-{build_id}", persist_result=False)
 def external_flow(cfg: BuildConfig, home: str, build_id: str, samples: TableRef, stats: TableRef) -> dict:
-    refs = run_eval_stages(cfg, home, build_id, {"samples": samples, "dataset_stats": stats})
-    finalize_evaluation(home, build_id, refs)
+    with flow_heartbeats():
+        refs = run_eval_stages(cfg, home, build_id, {"samples": samples, "dataset_stats": stats})
+        finalize_evaluation(home, build_id, refs)
     return refs
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from prefect import flow
 
 from finhallu.config import BuildConfig, load_config, merge_dicts
+from finhallu.flows.heartbeats import flow_heartbeats
 from finhallu.flows.build import run_stage_step
 from finhallu.flows.session import check_role_keys, home_session, new_build_id, write_report
 from finhallu.stages.pipeline import PROBE_INPUT_STAGES, PROBE_STAGES, STAGES_BY_NAME
@@ -31,8 +32,9 @@ def probe_flow(cfg: BuildConfig, home: str, build_id: str) -> dict:
     refs: dict[str, TableRef] = {}
     ran: list[str] = []
     cached: list[str] = []
-    for stage in [STAGES_BY_NAME[n] for n in PROBE_INPUT_STAGES] + PROBE_STAGES:
-        (cached if run_stage_step(stage, refs, cfg, home, build_id, store) else ran).append(stage.name)
+    with flow_heartbeats():
+        for stage in [STAGES_BY_NAME[n] for n in PROBE_INPUT_STAGES] + PROBE_STAGES:
+            (cached if run_stage_step(stage, refs, cfg, home, build_id, store) else ran).append(stage.name)
     probe_tables = [t for s in PROBE_STAGES for t in s.outputs]
     store.set_current([refs[t] for t in probe_tables])
     return {"refs": {t: refs[t] for t in probe_tables}, "ran": ran, "cached": cached}

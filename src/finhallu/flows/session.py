@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
+from finhallu.flows.heartbeats import heartbeats_from_body
 from finhallu.warehouse import Catalog, TableRef
 from finhallu.warehouse.lock import HomeLock
 from finhallu.warehouse.store import read_table, utc_now
@@ -21,10 +22,11 @@ def new_build_id(prefix: str = "") -> str:
 
 @contextlib.contextmanager
 def home_session(home: str | Path, build_id: str, wait_s: float = 0.0) -> Iterator[Catalog]:
-    """Hold the home for one run (a build, an evaluation): another run on it waits up to `wait_s`."""
+    """Hold the home for one run (a build, an evaluation): another run on it waits up to `wait_s`.
+    Its flow runs send their heartbeats from their bodies (flows/heartbeats.py)."""
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
-    with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s):
+    with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s), heartbeats_from_body():
         catalog = Catalog(home)
         catalog.recover()
         try:

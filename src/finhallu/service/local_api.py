@@ -280,14 +280,37 @@ def _build_running(home: Path) -> bool:
     return _held(home / ".build.lock")
 
 
+# What a client's first run asks, read-only: the server sets up its database engine and each
+# route's queries on their first request (0.23-0.31 s for the first, ~0.07 s for a first query), and
+# a build's flow start waited for that after a boot it had overlapped with its own start.
+_WARM_UP = (
+    ("admin/version", None),
+    ("flows/filter", b'{"limit": 1}'),
+    ("flow_runs/filter", b'{"limit": 1}'),
+    ("task_runs/filter", b'{"limit": 1}'),
+)
+
+
+def warm_up(url: str) -> None:
+    """Ask a ready server what a build's start will, so that its first requests find it warm."""
+    for path, body in _WARM_UP:
+        req = urllib.request.Request(f"{url}/{path}", data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                r.read()
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            return  # only an optimisation
+
+
 def _watchdog(home: Path, port: int, idle_s: float) -> None:
     while not _healthy(f"http://127.0.0.1:{port}/api", timeout=2):  # idle time starts at readiness
-        time.sleep(0.5)
+        time.sleep(0.1)
     ready = time.time()
     try:
         save_template(run_db())
     except (OSError, sqlite3.Error):
         pass  # only an optimisation for the next new home
+    warm_up(f"http://127.0.0.1:{port}/api")
     while True:
         time.sleep(min(5.0, max(0.5, idle_s / 4)))
         try:
