@@ -96,3 +96,22 @@ def test_the_gate_worker_answers_a_failed_request_with_its_error_and_serves_the_
             worker.gate("report", {}, {})
     finally:
         worker.close()
+
+
+def test_the_gate_worker_runs_below_the_builds_cpu_priority():
+    """Its Great Expectations import and gates yield the cores to the build's own work."""
+    import os
+    import time
+
+    from finhallu.flows.gate_worker import NICE
+
+    worker = GateWorker()
+    try:
+        pid, own = worker._proc.pid, os.getpriority(os.PRIO_PROCESS, 0)
+        for _ in range(3000):  # set by the worker as it starts (bounded wait; no timing slack needed)
+            if os.getpriority(os.PRIO_PROCESS, pid) != own:
+                break
+            time.sleep(0.1)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, own + NICE)
+    finally:
+        worker.close()
