@@ -18,6 +18,7 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import hashlib
+import io
 import json
 import re
 import socket
@@ -145,6 +146,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *a):  # quiet
         pass
 
+    def parse_request(self) -> bool:
+        # The request came in when its first line did: parsing its headers (the email package, slow
+        # beside 30 other requests on the stub's interpreter lock) is the stub's work, part of latency_s.
+        self._arrived = time.monotonic()
+        return super().parse_request()
+
     def _send(
         self,
         status: int,
@@ -153,19 +160,28 @@ class _Handler(BaseHTTPRequestHandler):
         raw: bytes | None = None,
         content_type: str = "application/json",
         truncate: bool = False,
+        after_latency: bool = False,
     ):
+        """`after_latency`: the response, encoded now, goes out `latency_s` after the request came in."""
         data = raw if raw is not None else json.dumps(body, ensure_ascii=False).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
+        socket_writer, self.wfile = self.wfile, io.BytesIO()  # the headers written here first
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            head = self.wfile.getvalue()
+        finally:
+            self.wfile = socket_writer
         if truncate:  # the connection drops halfway through the announced body
             data = data[: len(data) // 2]
             self.close_connection = True
+        if after_latency:
+            self._await_latency()
         try:
-            self.wfile.write(data)
+            self.wfile.write(head + data)  # one write: nothing but the socket's own time after the wait
             if truncate:
                 self.wfile.flush()
                 self.connection.shutdown(socket.SHUT_RDWR)
@@ -210,7 +226,6 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}})
 
     def do_POST(self):
-        self._arrived = time.monotonic()
         path = self.path.split("?")[0]
         raw = self._body()
         if path == "/v1/chat/completions":
@@ -311,16 +326,17 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             sent, override = self._fault("chat|" + hashlib.sha256(raw).hexdigest())
             if not sent:
-                text, pt, ct = self.stub._answer(schema_name, schema, messages)
-                self._await_latency()
+                self._chat_answer(req, schema_name, schema, messages, override)
         finally:
             with self.stub.lock:
                 self.stub.inflight -= 1
-        if sent:
-            return
+
+    def _chat_answer(self, req: dict, schema_name: str, schema: dict, messages: list, override: tuple | None) -> None:
+        text, pt, ct = self.stub._answer(schema_name, schema, messages)
         reply = self.stub._apply_override(text, override)
         assert reply is not None, "an empty reply is a Gemini fault; the chat API has none"
         self._send(
+            after_latency=True,
             truncate=override is not None and override[0] == "truncated",
             status=200,
             body={
@@ -356,8 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
         if sent:
             return
         body = self.stub._gemini_response(model, req, override)
-        self._await_latency()
-        self._send(200, body, truncate=override is not None and override[0] == "truncated")
+        self._send(200, body, truncate=override is not None and override[0] == "truncated", after_latency=True)
 
     def _await_latency(self) -> None:
         """The answer goes out `latency_s` after the request came in, as a provider's would: the
