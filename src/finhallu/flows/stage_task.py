@@ -116,13 +116,9 @@ def _execute(
         fanout=current_fanout(),
     )
     runtime = LLMRuntime.for_home(Path(home), cfg.llm, stage.name)
-    stopped = True  # until the stage returns: a rejected key or a spent failure budget stops it
-    try:
-        with use_runtime(runtime), use_morpheme_cache(ctx.cache_dir):
-            outputs = stage.run(frames, ctx)
-        stopped = False
-        runtime.close()  # the rules' answers still buffered, written while the stage's result stands
-    finally:  # spent money is recorded even when the stage or its gate fails
+
+    def record_calls(stopped: bool) -> list[dict]:
+        """The stage's LLM calls into the warehouse, its summary as an artifact; a warning for failures."""
         catalog.record_llm_calls(build_id, stage.name, runtime.ledger.rows())
         summary = runtime.ledger.summary()
         failed = sum(r["failures"] for r in summary)
@@ -138,20 +134,34 @@ def _execute(
                 "`finhallu build --retry-failed` sends them again)"
             )
         publish_llm_summary(stage.name, summary)
-        llm_summary = summary
         if runtime.cache is not None:
             runtime.cache.close()
-    missing = set(stage.outputs) - set(outputs)
-    if missing:
-        raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
+        return summary
 
-    clear_memos()  # the stage's memos and freed heap handed back before the gates copy its outputs
-    gated = conform_outputs(stage.name, {n: outputs[n] for n in stage.outputs})
-    give, worker = handoff(), gate_worker()
-    if (give or worker) and not gated.failed:
-        ahead = write_ahead(catalog, gated)
-        if give:
-            give(ahead)  # the next stage starts on them while these gates run
+    try:
+        with use_runtime(runtime), use_morpheme_cache(ctx.cache_dir):
+            outputs = stage.run(frames, ctx)
+        runtime.close()  # the rules' answers still buffered, written while the stage's result stands
+    except BaseException:  # a rejected key or a spent failure budget stops it: spent money is recorded
+        record_calls(stopped=True)
+        raise
+    # Spent money is recorded even when the stage's outputs or gates fail; on the way, after the
+    # next stage started (its bookkeeping, ~0.01-0.02 s a stage, is off the build's critical path).
+    llm_summary: list[dict] | None = None
+    try:
+        missing = set(stage.outputs) - set(outputs)
+        if missing:
+            raise RuntimeError(f"stage {stage.name} did not return {sorted(missing)}")
+
+        clear_memos()  # the stage's memos and freed heap handed back before the gates copy its outputs
+        gated = conform_outputs(stage.name, {n: outputs[n] for n in stage.outputs})
+        give, worker = handoff(), gate_worker()
+        if (give or worker) and not gated.failed:
+            ahead = write_ahead(catalog, gated)
+            if give:
+                give(ahead)  # the next stage starts on them while these gates run
+    finally:
+        llm_summary = record_calls(stopped=False)
     if worker and not gated.failed:
         outcomes = worker.gate(stage.name, {n: part_of(r) for n, r in ahead.items()}, gate_reads(stage, inputs))
         record_gates(catalog, gated, outcomes, build_id)
