@@ -29,16 +29,18 @@ def api(tmp_path_factory):
     from finhallu.service.local_api import stop_home_api
 
     home = tmp_path_factory.mktemp("heartbeat-home")
-    before = os.environ.pop("PREFECT_API_URL", None)
+    before = {k: os.environ.pop(k, None) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
+    os.environ["PREFECT_HOME"] = str(home / "prefect")  # its runs in the test's home, as the CLI sets it
     try:
         with prefect_api(home) as ready:
             ready()
             yield
     finally:
         stop_home_api(home)
-        os.environ.pop("PREFECT_API_URL", None)
-        if before is not None:
-            os.environ["PREFECT_API_URL"] = before
+        for k, v in before.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
 
 
 @pytest.fixture
@@ -50,10 +52,10 @@ def sent(monkeypatch):
 
 
 def test_the_body_sends_the_runs_heartbeat_and_stops_when_it_ends(api, sent):
-    configured = get_current_settings().flows.heartbeat_frequency
-    assert configured is not None  # Prefect's default: on
-    with heartbeats_from_body():
-        run_id = probe_flow()
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
+        with heartbeats_from_body():
+            run_id = probe_flow()
+        configured = get_current_settings().flows.heartbeat_frequency
     assert SEEN["prefect_frequency"] is None  # Prefect's own thread was off for this run
     thread = SEEN["thread"]
     assert thread is not None and not thread.is_alive()  # joined as the body ended, not a sleep later
@@ -63,12 +65,13 @@ def test_the_body_sends_the_runs_heartbeat_and_stops_when_it_ends(api, sent):
     assert event["resource"]["prefect.resource.id"] == f"prefect.flow-run.{run_id}"
     flows = [r for r in event["related"] if r["prefect.resource.role"] == "flow"]
     assert [r["prefect.resource.name"] for r in flows] == ["finhallu-heartbeat-probe"]
-    assert get_current_settings().flows.heartbeat_frequency == configured  # restored after the session
+    assert configured == 60  # restored after the session
 
 
 def test_a_flow_run_outside_a_session_keeps_prefects_heartbeats(api, sent):
-    probe_flow()
-    assert SEEN["prefect_frequency"] == get_current_settings().flows.heartbeat_frequency is not None
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
+        probe_flow()
+    assert SEEN["prefect_frequency"] == 60
     assert SEEN["thread"] is None and sent == []
 
 

@@ -108,7 +108,7 @@ def test_the_gate_worker_runs_below_the_builds_cpu_priority():
     worker = GateWorker()
     try:
         pid, own = worker._proc.pid, os.getpriority(os.PRIO_PROCESS, 0)
-        for _ in range(3000):  # set by the worker as it starts (bounded wait; no timing slack needed)
+        for _ in range(600):  # set by the worker first thing as it starts (bounded wait, generous on a busy machine)
             if os.getpriority(os.PRIO_PROCESS, pid) != own:
                 break
             time.sleep(0.1)

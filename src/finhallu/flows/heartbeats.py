@@ -92,4 +92,4 @@ def flow_heartbeats() -> Iterator[threading.Thread | None]:
         yield thread
     finally:
         stop.set()
-        thread.join()
+        thread.join(timeout=2)  # as Prefect's: a send stuck in the events client does not hold the run's end

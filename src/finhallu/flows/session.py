@@ -23,7 +23,8 @@ def new_build_id(prefix: str = "") -> str:
 @contextlib.contextmanager
 def home_session(home: str | Path, build_id: str, wait_s: float = 0.0) -> Iterator[Catalog]:
     """Hold the home for one run (a build, an evaluation): another run on it waits up to `wait_s`.
-    Its flow runs send their heartbeats from their bodies (flows/heartbeats.py)."""
+    Its flow runs send their heartbeats from their bodies (flows/heartbeats.py): a flow run here
+    whose body does not enter `flow_heartbeats` sends none."""
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     with HomeLock(home, {"build_id": build_id, "started_at": utc_now()}, wait_s=wait_s), heartbeats_from_body():

@@ -180,6 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         if after_latency:
             self._await_latency()
+        self._leave_in_flight()
         try:
             self.wfile.write(head + data)  # one write: nothing but the socket's own time after the wait
             if truncate:
@@ -323,13 +324,21 @@ class _Handler(BaseHTTPRequestHandler):
         with self.stub.lock:
             self.stub.inflight += 1
             self.stub.max_inflight = max(self.stub.max_inflight, self.stub.inflight)
+            self._in_flight = True
         try:
             sent, override = self._fault("chat|" + hashlib.sha256(raw).hexdigest())
             if not sent:
                 self._chat_answer(req, schema_name, schema, messages, override)
         finally:
-            with self.stub.lock:
+            self._leave_in_flight()
+
+    def _leave_in_flight(self) -> None:
+        """The request no longer counts as in flight (once; before its answer is written, so that a
+        client's next request, sent on receiving it, never counts beside it)."""
+        with self.stub.lock:
+            if getattr(self, "_in_flight", False):
                 self.stub.inflight -= 1
+                self._in_flight = False
 
     def _chat_answer(self, req: dict, schema_name: str, schema: dict, messages: list, override: tuple | None) -> None:
         text, pt, ct = self.stub._answer(schema_name, schema, messages)
