@@ -24,7 +24,7 @@ from finhallu.stages.metrics import MetricsConfig
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS, LABEL_BINARY
 from finhallu import stats
-from finhallu.scoring import best_threshold, binary_metrics, multiclass_metrics, sweep
+from finhallu.scoring import best_threshold, binary_metrics, binary_metrics_many, multiclass_metrics, sweep
 from finhallu.stages.metrics import _bootstrap, evaluate, thresholds
 
 POS = "hallucinated"
@@ -152,6 +152,27 @@ def test_weighted_call_equals_explicit_resamples(seed):
         for k, v in multiclass_metrics(y4[ix], p4[ix], LABEL_4CLASS).items():
             if k in batch_m:
                 assert batch_m[k][r] == pytest.approx(float(v), abs=1e-12), k
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_many_predictions_in_one_product_equal_each_scored_alone(seed):
+    """The detectors of a slice scored together give exactly (not approximately) each one's metrics:
+    with and without scores, with and without weights, and a slice of one class."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 60))
+    y = _draw(rng, LABEL_BINARY, n, [0.6, 0.4])
+    if seed == 3:
+        y[:] = POS  # one class only: no ROC/PR-AUC
+    ps = [_draw(rng, LABEL_BINARY, n) for _ in range(5)]
+    scores = [_scores(rng, y) if i % 2 else None for i in range(5)]
+    counts = stats.bootstrap_counts(y, 25, rng)
+    for w in (None, counts):
+        together = binary_metrics_many(y, ps, scores, w=w)
+        for p, s, got in zip(ps, scores, together):
+            alone = binary_metrics(y, p, s, w=w)
+            assert got.keys() == alone.keys()
+            for k in alone:
+                assert np.array_equal(got[k], alone[k]), k
 
 
 def _noisy(n: int, rng: np.random.Generator, pos_share=0.4, err=0.2):

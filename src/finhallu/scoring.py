@@ -32,14 +32,38 @@ def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
     more likely hallucinated) also ROC-AUC and PR-AUC (average precision), when y holds both classes."""
     yb, pb = positive(y), positive(p)
     w = _weights(w, len(yb))
-    tp, fp = w @ (yb & pb), w @ (~yb & pb)
-    fn, tn = w @ (yb & ~pb), w @ (~yb & ~pb)
+    out = _from_counts(w @ (yb & pb), w @ (~yb & pb), w @ (yb & ~pb), w @ (~yb & ~pb))
+    if s is not None and np.any(yb) and not np.all(yb):
+        out["roc_auc"], out["pr_auc"] = Ranking(np.asarray(s, float)).roc_and_pr_auc(yb, w)
+    return out
+
+
+def binary_metrics_many(y, ps: list, scores: list, w=None) -> list[dict[str, np.ndarray]]:
+    """`binary_metrics(y, p, s, w)` for each (p, s) of several predictions on the same samples (the
+    detectors of one slice), their confusion counts in one product with the weights: the same
+    values, as the weights are counts and the products exact."""
+    yb = positive(y)
+    w = _weights(w, len(yb))
+    pb = np.stack([positive(p) for p in ps], axis=-1)  # (n, predictions)
+    yc = yb[:, None]
+    both = _from_counts(w @ (yc & pb), w @ (~yc & pb), w @ (yc & ~pb), w @ (~yc & ~pb))
+    out = []
+    for i, s in enumerate(scores):
+        one = {k: v[..., i] for k, v in both.items()}
+        if s is not None and np.any(yb) and not np.all(yb):
+            one["roc_auc"], one["pr_auc"] = Ranking(np.asarray(s, float)).roc_and_pr_auc(yb, w)
+        out.append(one)
+    return out
+
+
+def _from_counts(tp, fp, fn, tn) -> dict[str, np.ndarray]:
+    """The threshold metrics from (weighted) confusion counts, elementwise over any shape."""
     rec, spec = _div(tp, tp + fn), _div(tn, tn + fp)
     # Balanced accuracy is the mean recall over the classes present in y (sklearn's definition):
     # a slice holding one class only is scored by that class's recall, not halved by an absent one.
     has_pos, has_neg = (tp + fn > 0).astype(float), (tn + fp > 0).astype(float)
     mcc_den = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    out = {
+    return {
         "accuracy": _div(tp + tn, tp + tn + fp + fn),
         "precision": _div(tp, tp + fp),
         "recall": rec,
@@ -48,9 +72,6 @@ def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
         "mcc": _div(tp * tn - fp * fn, mcc_den),
         "miss_rate": (1.0 - rec) * has_pos,
     }
-    if s is not None and np.any(yb) and not np.all(yb):
-        out["roc_auc"], out["pr_auc"] = Ranking(np.asarray(s, float)).roc_and_pr_auc(yb, w)
-    return out
 
 
 # Up to this many (tie group, class) columns the weights' product with the samples' indicator is a

@@ -31,7 +31,7 @@ import polars as pl
 
 from finhallu.taxonomy import HALLU_TYPES, LABEL_4CLASS
 from finhallu import stats
-from finhallu.scoring import POS, best_threshold, binary_metrics, multiclass_from_codes, positive, sweep
+from finhallu.scoring import POS, best_threshold, binary_metrics, binary_metrics_many, multiclass_from_codes, positive, sweep
 from finhallu.schemas.rows import ConfusionRow, DetectorTestsRow, MetricsRow
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.stages.detect import dataset_of
@@ -514,19 +514,15 @@ def pairwise_tests(joined: pl.DataFrame, cfg: MetricsConfig, base: _EvalKey) -> 
 # ---- evaluate -----------------------------------------------------------------------------------
 
 
-def _score_slice(
+def _slice_rows(
     base: _DetectorKey,
     slice_name: str,
-    s: _Rows,
-    full: bool,
-    cfg: MetricsConfig,
-    resampler: Resampler | None,
+    settings: list[Setting],
+    intervals: dict[str, dict],
     rows: list[MetricsRow],
     conf: list[ConfusionRow],
 ) -> None:
     """One detector's metrics rows (point values and CIs) and confusion rows on one slice."""
-    settings = _settings(s, full) if s.height else []
-    intervals = _setting_intervals(settings, resampler, cfg.confidence) if resampler else {}
     for st in settings:
         point = {k: float(v) for k, v in st.metrics().items()}
         cis = intervals.get(st.name, {})
@@ -547,21 +543,49 @@ def _score_slice(
             ]
 
 
-def _setting_intervals(settings: list[Setting], resampler: Resampler, confidence: float) -> dict[str, dict]:
-    """Each setting's bootstrap intervals. Settings on the same resamples (binary, 4- and 3-class)
-    are scored block by block together, each block of counts made float weights once for all of
-    them: those conversions were an eighth of the stage (544 documents)."""
-    by_counts: dict[int, tuple[np.ndarray, list[Setting]]] = {}
-    for st in settings:
-        counts = resampler.counts(st.ids, st.strata)  # the same array for the same resamples
-        by_counts.setdefault(id(counts), (counts, []))[1].append(st)
-    out = {}
+def _slice_intervals(per_detector: list[list[Setting]], resampler: Resampler, confidence: float) -> list[dict[str, dict]]:
+    """Each detector's settings' bootstrap intervals on one slice (`per_detector`: the detectors'
+    settings on it). Settings on the same resamples are scored block by block together, each block
+    of counts made float weights once for all of them (those conversions were an eighth of the
+    stage); the binary settings of every detector on the same samples in one product
+    (`binary_metrics_many`), and every interval of the slice in one quantile: per detector and
+    setting they were most of the stage (346 detector-slices at demo scale)."""
+    by_counts: dict[int, tuple[np.ndarray, list[tuple[int, Setting]]]] = {}
+    for d, settings in enumerate(per_detector):
+        for st in settings:
+            counts = resampler.counts(st.ids, st.strata)  # the same array for the same resamples
+            by_counts.setdefault(id(counts), (counts, []))[1].append((d, st))
+    parts: dict[tuple[int, str], list[dict[str, np.ndarray]]] = {}
     for counts, sharing in by_counts.values():
-        parts: dict[str, list[dict[str, np.ndarray]]] = {st.name: [] for st in sharing}
+        binary = [(d, st) for d, st in sharing if st.fn is binary_metrics]
+        rest = [(d, st) for d, st in sharing if st.fn is not binary_metrics]
         for w in _weight_chunks(counts):
-            for st in sharing:
-                parts[st.name].append(st.metrics(w))
-        out.update({name: _intervals(p, confidence) for name, p in parts.items()})
+            if binary:  # the same samples (the counts' ids), so the same y
+                scored = binary_metrics_many(binary[0][1].y, [st.p for _, st in binary], [st.scores for _, st in binary], w=w)
+                for (d, st), m in zip(binary, scored):
+                    parts.setdefault((d, st.name), []).append(m)
+            for d, st in rest:
+                parts.setdefault((d, st.name), []).append(st.metrics(w))
+    found = _intervals_many(list(parts.values()), confidence)
+    out: list[dict[str, dict]] = [{} for _ in per_detector]
+    for (d, name), cis in zip(parts, found):
+        out[d][name] = cis
+    return out
+
+
+def _intervals_many(parts_of: list[list[dict[str, np.ndarray]]], confidence: float) -> list[dict[str, tuple[float, float]]]:
+    """`_intervals` of each list of metric blocks, in one quantile over all their rows (each row's
+    quantiles are its own)."""
+    keys = [list(parts[0]) if parts else [] for parts in parts_of]
+    values = [np.concatenate([part[k] for part in parts]) for parts, ks in zip(parts_of, keys) for k in ks]
+    if not values:
+        return [{} for _ in parts_of]
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(np.stack(values), [a, 1 - a], axis=1)
+    out, i = [], 0
+    for ks in keys:
+        out.append({k: (float(lo[i + j]), float(hi[i + j])) for j, k in enumerate(ks)})
+        i += len(ks)
     return out
 
 
@@ -582,10 +606,27 @@ def detector_metrics(
     out: list[tuple[list[MetricsRow], list[ConfusionRow]]] = [([], []) for _ in jobs]
     plans = [_slices(df) for _, df, _, _ in jobs]
     for slice_name in dict.fromkeys(name for plan in plans for name in plan):
-        for (base, _, cfg, seed), plan, (rows, conf) in zip(jobs, plans, out):
+        on_slice = []  # (job, its settings on the slice)
+        for j, ((_, _, cfg, seed), plan) in enumerate(zip(jobs, plans)):
             if slice_name in plan:
                 rows_of, full = plan[slice_name]
-                _score_slice(base, slice_name, rows_of(), full, cfg, resampler_of(cfg, seed), rows, conf)
+                s = rows_of()
+                on_slice.append((j, _settings(s, full) if s.height else []))
+        # Jobs on the same resampler and confidence have their intervals drawn together
+        groups: dict[tuple[int, float], tuple[Resampler, float, list[int]]] = {}
+        for k, (j, _) in enumerate(on_slice):
+            cfg, seed = jobs[j][2], jobs[j][3]
+            resampler = resampler_of(cfg, seed)
+            if resampler is not None:
+                groups.setdefault((id(resampler), cfg.confidence), (resampler, cfg.confidence, []))[2].append(k)
+        intervals: list[dict[str, dict]] = [{} for _ in on_slice]
+        for resampler, confidence, members in groups.values():
+            found = _slice_intervals([on_slice[k][1] for k in members], resampler, confidence)
+            for k, cis in zip(members, found):
+                intervals[k] = cis
+        for (j, settings), cis in zip(on_slice, intervals):
+            rows, conf = out[j]
+            _slice_rows(jobs[j][0], slice_name, settings, cis, rows, conf)
         for r in resamplers.values():
             r.clear()
     for (base, df, cfg, seed), (rows, _) in zip(jobs, out):
