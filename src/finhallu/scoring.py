@@ -32,10 +32,7 @@ def binary_metrics(y, p, s=None, w=None) -> dict[str, np.ndarray]:
     more likely hallucinated) also ROC-AUC and PR-AUC (average precision), when y holds both classes."""
     yb, pb = positive(y), positive(p)
     w = _weights(w, len(yb))
-    out = _from_counts(w @ (yb & pb), w @ (~yb & pb), w @ (yb & ~pb), w @ (~yb & ~pb))
-    if s is not None and np.any(yb) and not np.all(yb):
-        out["roc_auc"], out["pr_auc"] = Ranking(np.asarray(s, float)).roc_and_pr_auc(yb, w)
-    return out
+    return _ranked(_from_counts(w @ (yb & pb), w @ (~yb & pb), w @ (yb & ~pb), w @ (~yb & ~pb)), yb, s, w)
 
 
 def binary_metrics_many(y, ps: list, scores: list, w=None) -> list[dict[str, np.ndarray]]:
@@ -47,12 +44,13 @@ def binary_metrics_many(y, ps: list, scores: list, w=None) -> list[dict[str, np.
     pb = np.stack([positive(p) for p in ps], axis=-1)  # (n, predictions)
     yc = yb[:, None]
     both = _from_counts(w @ (yc & pb), w @ (~yc & pb), w @ (yc & ~pb), w @ (~yc & ~pb))
-    out = []
-    for i, s in enumerate(scores):
-        one = {k: v[..., i] for k, v in both.items()}
-        if s is not None and np.any(yb) and not np.all(yb):
-            one["roc_auc"], one["pr_auc"] = Ranking(np.asarray(s, float)).roc_and_pr_auc(yb, w)
-        out.append(one)
+    return [_ranked({k: v[..., i] for k, v in both.items()}, yb, s, w) for i, s in enumerate(scores)]
+
+
+def _ranked(out: dict[str, np.ndarray], yb: np.ndarray, s, w: np.ndarray) -> dict[str, np.ndarray]:
+    """`out` with ROC-AUC and PR-AUC of the scores `s`, when there are scores and y holds both classes."""
+    if s is not None and np.any(yb) and not np.all(yb):
+        out["roc_auc"], out["pr_auc"] = Ranking(np.asarray(s, float)).roc_and_pr_auc(yb, w)
     return out
 
 

@@ -138,6 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
     # arrive 40 ms late, which a provider's server does not do.
     disable_nagle_algorithm = True
     server: "_Server"
+    _in_flight = False  # this connection's current chat request counts in the stub's `inflight`
 
     @property
     def stub(self) -> "StubLLM":
@@ -336,7 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
         """The request no longer counts as in flight (once; before its answer is written, so that a
         client's next request, sent on receiving it, never counts beside it)."""
         with self.stub.lock:
-            if getattr(self, "_in_flight", False):
+            if self._in_flight:
                 self.stub.inflight -= 1
                 self._in_flight = False
 

@@ -100,13 +100,7 @@ def _bootstrap(y, p, fn, counts: np.ndarray, confidence: float, s=None) -> dict[
 
 def _intervals(parts: list[dict[str, np.ndarray]], confidence: float) -> dict[str, tuple[float, float]]:
     """Percentile intervals of each metric over its values in every block of resamples."""
-    keys = list(parts[0]) if parts else []
-    if not keys:
-        return {}
-    a = (1 - confidence) / 2
-    values = np.stack([np.concatenate([part[k] for part in parts]) for k in keys])
-    lo, hi = np.quantile(values, [a, 1 - a], axis=1)
-    return {k: (float(lo[i]), float(hi[i])) for i, k in enumerate(keys)}
+    return _intervals_many([parts], confidence)[0]
 
 
 class Resampler:
@@ -574,8 +568,8 @@ def _slice_intervals(per_detector: list[list[Setting]], resampler: Resampler, co
 
 
 def _intervals_many(parts_of: list[list[dict[str, np.ndarray]]], confidence: float) -> list[dict[str, tuple[float, float]]]:
-    """`_intervals` of each list of metric blocks, in one quantile over all their rows (each row's
-    quantiles are its own)."""
+    """The intervals of each list of metric blocks (`_intervals`), in one quantile over all their
+    rows (each row's quantiles are its own)."""
     keys = [list(parts[0]) if parts else [] for parts in parts_of]
     values = [np.concatenate([part[k] for part in parts]) for parts, ks in zip(parts_of, keys) for k in ks]
     if not values:
