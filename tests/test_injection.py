@@ -744,6 +744,32 @@ def test_edit_distance_trimming_shared_ends_keeps_the_distance():
         assert edit_distance(sa, sb) == (_levenshtein(sa, sb), _levenshtein(sa.split(), sb.split()))
 
 
+def test_levenshtein_small_and_large_inputs_agree_with_the_full_matrix():
+    """_levenshtein takes the plain DP for small inputs and NumPy's row DP for large ones: both give
+    the textbook distance (a full matrix here), on either side of the switch; the word distance
+    alone is edit_distance's second number."""
+
+    from finhallu.injectors.verify import _levenshtein, word_edit_distance
+
+    def full(a, b):
+        d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+        for i in range(1, len(a) + 1):
+            for j in range(1, len(b) + 1):
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+        return d[-1][-1]
+
+    rng = random.Random(11)
+    sizes = Counter()
+    for _ in range(300):
+        a = [rng.choice("abcde") for _ in range(rng.randint(0, 45))]
+        b = [rng.choice("abcde") for _ in range(rng.randint(0, 45))]
+        sizes[len(a) * len(b) <= 400] += 1
+        assert _levenshtein(a, b) == full(a, b)
+        sa, sb = " ".join(a), " ".join(b)
+        assert word_edit_distance(sa, sb) == edit_distance(sa, sb)[1] == full(sa.split(), sb.split())
+    assert sizes[True] > 50 and sizes[False] > 50
+
+
 def test_injection_judge_rates_appropriateness_and_naturalness():
     from finhallu.stages.injection_qc import judge_injection
 
@@ -1351,3 +1377,28 @@ def test_entity_names_are_read_once_per_text_with_a_home(tmp_path, monkeypatch):
     assert read == [extra]  # the corpus's names from the cache
     assert again.names == entities.EntityInventory.build([*CORPUS, extra], "ko").names
     cache.close()
+
+
+def test_restated_counts_terms_said_in_any_earlier_answer_as_in_their_join():
+    """Inconsistency's turn choice counts the response's figures and lexicon terms an earlier
+    answer stated; the terms are read per answer (memoised) and give the count read off the
+    joined history."""
+    from finhallu.injectors.contradictory import _restated
+    from finhallu.injectors.lexicon import TERMS
+    from finhallu.text.numbers import number_keys, number_keys_in
+
+    terms = [a for a, _ in TERMS["ko"] + MODIFIERS["ko"]]
+    rng = random.Random(5)
+    total = 0
+    for _ in range(60):
+        said = [" ".join(rng.sample(terms, 3)) + f" {rng.randint(1, 9)}억 원" for _ in range(rng.randint(0, 3))]
+        history = [{"query": "질문", "response": r, "standalone_query": "질문"} for r in said]
+        resp = " ".join(rng.sample(terms, 4)) + f" {rng.randint(1, 9)}억 원"
+        v = make_view(resp, history=history)
+        joined = "\n".join(said)
+        expected = len(number_keys(resp) & number_keys_in(said)) + sum(
+            1 for a, _ in TERMS["ko"] + MODIFIERS["ko"] if a in resp and a in joined
+        )
+        assert _restated(v) == expected
+        total += expected
+    assert total > 15  # histories that repeat terms and figures, not only empty overlaps

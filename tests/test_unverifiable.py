@@ -231,3 +231,61 @@ def test_donors_looked_up_by_topic_words_are_the_donors_a_scan_of_every_claim_ra
             scanned = rank_donors(inventory.claims, v, 5)
             assert inventory.donors(v, 5) == scanned
             assert scanned  # the probe finds donors
+
+
+def test_donors_ranked_a_group_at_a_time_are_the_eager_ranking():
+    """rank_donors visits one group of equal topic overlap at a time and checks held and restated
+    claims lazily (issue 19: at 3,060 documents most donors come from the first groups); its donors
+    are those of ranking every claim first and filtering after, history and ties included."""
+    from finhallu.injectors.fabricate import _tie, _topic_words, _words
+    from finhallu.text.normalize import normalize
+
+    def eager(claims, v, k):
+        topic = _topic_words(v)
+        sources = "\n".join(normalize(t) for t in [*v.evidence, v.history_text])
+        scored = [
+            (-len(c.words & topic), _tie(c.text, str(v.turn.get("turn_id"))), c)
+            for c in claims
+            if c.words & topic and normalize(c.text) not in sources
+        ]
+        scored.sort(key=lambda x: x[:2])
+        texts = v.evidence + [v.history_text, v.turn.get("response") or ""]
+        sets = [_words(s) for t in texts for s in split_sentences(t) if _words(s)]
+        restated = lambda w: bool(w) and any(len(w & s) / len(w) >= 0.6 for s in sets)  # noqa: E731
+        return [c.text for _, _, c in scored if not restated(c.words)][:k]
+
+    rng = random.Random(3)
+    phrases = ["예금보험 한도는", "보호 대상 예금은", "보험금 지급은", "파산 배당은", "예금보험료율은", "외화예금 보호는"]
+    corpus = CORPUS + [
+        {
+            "passage_id": f"x{i}",
+            "doc_id": f"x{i}",
+            "text": f"{rng.choice(phrases)} {rng.randint(2, 9)}천만 원이었고 {rng.choice(phrases)} {rng.randint(1, 40)}% 늘었다.",
+        }
+        for i in range(80)
+    ]
+    history = [
+        {
+            "query": "보험금 지급은 언제인가요?",
+            "response": "보험금 지급은 보통 2개월 안에 시작됩니다.",
+            "standalone_query": "보험금 지급 시점",
+        },
+        {"query": "외화예금도요?", "response": corpus[7]["text"], "standalone_query": "외화예금 보호"},
+    ]
+    inventory = ClaimInventory.build(corpus, "ko")
+    compared = 0
+    for response in ("예금자보호 한도는 1인당 1억 원입니다.", corpus[5]["text"], "보호 대상 예금은 30% 늘었습니다."):
+        for hist in ([], history[:1], history):
+            v = view(response, corpus=corpus)
+            v.history = hist
+            for k in (1, 3, 8, 200):
+                expected = eager(inventory.claims, v, k)
+                assert rank_donors_of(inventory, v, k) == expected
+                compared += len(expected)
+    assert compared > 100  # the corpus gives donors in every case, long lists included
+
+
+def rank_donors_of(inventory, v, k):
+    from finhallu.injectors.fabricate import rank_donors
+
+    return rank_donors(inventory.claims, v, k, inventory.postings())

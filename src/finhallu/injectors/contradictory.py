@@ -90,11 +90,16 @@ def inconsistency(view: TurnView, rng: random.Random) -> Injected | None:
 
 def _restated(view: TurnView) -> int:
     """How many of the response's numbers and lexicon terms the assistant already stated."""
-    said = "\n".join(t["response"] for t in view.history)
     resp = view.turn["response"]
-    return len(number_keys(resp) & number_keys_in(t["response"] for t in view.history)) + sum(
-        1 for a, _ in TERMS[view.lang] + MODIFIERS[view.lang] if a in resp and a in said
-    )
+    said: frozenset[int] = frozenset().union(*(_lexicon_in(t["response"], view.lang) for t in view.history))
+    return len(number_keys(resp) & number_keys_in(t["response"] for t in view.history)) + len(_lexicon_in(resp, view.lang) & said)
+
+
+@lru_cache(maxsize=1 << 15)  # a turn's response is read again as history by its dialogue's later turns
+def _lexicon_in(text: str, lang: str) -> frozenset[int]:
+    """Positions in the lexicon (terms, then modifiers) of the entries the text contains (no entry
+    holds a line break, so one in any of several texts is one in their join)."""
+    return frozenset(i for i, (a, _) in enumerate(TERMS[lang] + MODIFIERS[lang]) if a in text)
 
 
 @lru_cache(maxsize=1 << 14)  # asked of each turn once per subtype while a dialogue is planned

@@ -223,8 +223,13 @@ def _known_type(name: str, lang: str) -> str:
 
 def mentions(text: str, lang: str) -> list[tuple[str, int, int]]:
     """(name, start, end) of every typed entity named in text."""
+    return list(_typed_mentions(text, lang))
+
+
+@lru_cache(maxsize=1 << 15)  # a response is read by every leaf's turn choice and again as history
+def _typed_mentions(text: str, lang: str) -> tuple[tuple[str, int, int], ...]:
     found = _mentions_en(text) if lang == "en" else _mentions_ko(text)
-    return [m for m in found if entity_type(m[0], lang)]
+    return tuple(m for m in found if entity_type(m[0], lang))
 
 
 def named_in(texts: list[str], lang: str, cache: ResultCache | None = None) -> list[tuple[str, ...]]:

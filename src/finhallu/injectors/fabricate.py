@@ -21,7 +21,6 @@ from collections import Counter
 from collections.abc import Set as AbstractSet
 
 import hashlib
-import itertools
 import random
 import re
 from dataclasses import dataclass, field
@@ -217,14 +216,26 @@ def rank_donors(claims: list[Claim], view, k: int, postings: dict[str, list[int]
         shared_by = {i: len(c.words & topic) for i, c in enumerate(claims)}
     else:
         shared_by = Counter(i for w in topic for i in postings.get(w, ()))
-    scored = []
-    for i in sorted(shared_by):  # claim order, as a scan has it (equal keys keep it in the sort)
-        c, shared = claims[i], shared_by[i]
-        if shared and normalize(c.text) not in sources:
-            scored.append((-shared, _tie(c.text, str(view.turn.get("turn_id"))), c))
-    scored.sort(key=lambda x: x[:2])
+    # Best first: most topic words shared, then the turn's hash; equal keys in claim order. Built a
+    # group of equal sharing at a time: the k donors are nearly always in the first groups, and the
+    # held and restated checks and the hashes of the rest are never needed.
+    groups: dict[int, list[int]] = {}
+    for i, shared in shared_by.items():
+        if shared:
+            groups.setdefault(shared, []).append(i)
+    turn = str(view.turn.get("turn_id"))
     restated = _restatement_checker(view)
-    return list(itertools.islice((c.text for _, _, c in scored if not restated(c.words)), k))
+    out: list[str] = []
+    if k <= 0:
+        return out
+    for shared in sorted(groups, reverse=True):
+        held_apart = [i for i in sorted(groups[shared]) if normalize(claims[i].text) not in sources]
+        for _, i in sorted((_tie(claims[i].text, turn), i) for i in held_apart):
+            if not restated(claims[i].words):
+                out.append(claims[i].text)
+                if len(out) == k:
+                    return out
+    return out
 
 
 @lru_cache(maxsize=1 << 14)  # a passage is in many turns' contexts
@@ -236,11 +247,18 @@ def _sentence_words(text: str) -> tuple[frozenset[str], ...]:
 def _restatement_checker(view):
     """Whether a claim's words mostly repeat one sentence of the evidence, history or response:
     such a claim with other figures would contradict that sentence instead of adding to it."""
-    texts = view.evidence + [view.history_text, view.turn.get("response") or ""]
+    # The history's turns one text each: their sentences are the joined history's (a line break
+    # always ends one), and each turn's are memoised for the dialogue's later turns.
+    history = [part for t in view.history for part in (t["query"], t["response"])]
+    texts = view.evidence + history + [view.turn.get("response") or ""]
     sets = [w for t in texts for w in _sentence_words(t)]
+    union = frozenset().union(*sets)
 
     def restated(words: frozenset[str]) -> bool:
-        return bool(words) and any(len(words & s) / len(words) >= 0.6 for s in sets)
+        # No sentence can share more of the claim's words than all of them together.
+        if not words or len(words & union) / len(words) < 0.6:
+            return False
+        return any(len(words & s) / len(words) >= 0.6 for s in sets)
 
     return restated
 

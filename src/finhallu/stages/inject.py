@@ -62,7 +62,7 @@ from finhallu.injectors import (
 )
 from finhallu.injectors.false_acceptance import MIN_HARD_NEGATIVES
 from finhallu.injectors.ops import InjectOut
-from finhallu.injectors.verify import edit_distance
+from finhallu.injectors.verify import edit_distance, word_edit_distance
 from typing import Any, Literal, cast, get_args
 from pydantic import Field, model_validator
 from finhallu.schemas.section import Section
@@ -706,7 +706,7 @@ def _usable(out: Injected | None, view: TurnView, max_edit_words: int) -> bool:
     """An output changes the turn, and a minimal-edit subtype's change stays minimal."""
     if out is None or (out.context is None and out.response == view.turn["response"]):
         return False
-    return out.subtype not in minimal_edit_subtypes() or edit_distance(view.turn["response"], out.response)[1] <= max_edit_words
+    return out.subtype not in minimal_edit_subtypes() or word_edit_distance(view.turn["response"], out.response) <= max_edit_words
 
 
 def _row(d: dict, split: str, inj: _Injector, htype: str, view: TurnView, out: Injected) -> InjectionsRow:

@@ -18,7 +18,7 @@ from finhallu.injectors import find_leaf
 from finhallu.schemas.rows import InjectionQcRow
 from finhallu.stages.base import Frames, Stage, StageContext, rows_frame
 from finhallu.labelcheck import FAITHFUL_LABELS, fluency, leaf, verify_inputs
-from finhallu.injectors.verify import edit_distance, naturalness, verify_label
+from finhallu.injectors.verify import naturalness, verify_label, word_edit_distance
 from pydantic import Field
 from finhallu.schemas.section import Section
 
@@ -69,7 +69,7 @@ def judge_injection(
     appropriateness = 3 if ok else 1
     leaf = find_leaf(hallu_type, subtype)
     if ok and leaf is not None and leaf.minimal_edit:
-        words = edit_distance(original, injected)[1]
+        words = word_edit_distance(original, injected)
         if words > max_edit_words:
             appropriateness = 2
             reasons.append(f"edit of {words} words is not minimal")

@@ -147,5 +147,13 @@ def split(text: str, lang: str) -> list[str]:
 
 def split_sentences(text: str) -> list[str]:
     """Rule-based splitter: sentence-final punctuation followed by space, and line breaks."""
-    pieces = re.split(r"(?<=[.?!])\s+(?=\S)|\n+", text or "")
-    return [p.strip() for p in pieces if p and p.strip()]
+    return list(_split_sentences(text or ""))
+
+
+@lru_cache(maxsize=1 << 15)  # a response or passage is split by several checks and injectors
+def _split_sentences(text: str) -> tuple[str, ...]:
+    pieces = _SENTENCE_BREAK.split(text)
+    return tuple(p.strip() for p in pieces if p and p.strip())
+
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+(?=\S)|\n+")
