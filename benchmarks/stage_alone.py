@@ -27,11 +27,10 @@ from pathlib import Path
 
 from finhallu.config import load_config
 from finhallu.flows.rss import RssWatch
-from finhallu.flows.stage_task import inputs_for_gates, read_inputs
+from finhallu.flows.stage_task import inputs_for_gates, read_inputs, stage_run_context
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.schemas.gate import prepare_gates, run_gate
-from finhallu.llm.runtime import LLMRuntime, use_runtime
-from finhallu.result_cache import use_morpheme_cache
+from finhallu.llm.runtime import LLMRuntime
 from finhallu.stages.pipeline import STAGES_BY_NAME
 from finhallu.warehouse import Catalog
 
@@ -116,7 +115,7 @@ def main() -> None:
         tracemalloc.start(1)
         watcher.start()
     t0 = time.perf_counter()
-    with use_runtime(runtime), use_morpheme_cache(None if args.no_morpheme_cache else args.home / "cache"):
+    with stage_run_context(stage, cfg, runtime, None if args.no_morpheme_cache else args.home / "cache"):
         if prof:
             prof.enable()
         outputs = stage.run(frames, ctx)

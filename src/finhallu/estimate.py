@@ -170,6 +170,11 @@ def has_remote_roles(cfg: BuildConfig) -> bool:
     return bool(called_remote_roles(cfg))
 
 
+def stage_calls_remote(stage, cfg: BuildConfig) -> bool:
+    """Whether this stage calls a role on a remote provider under this config."""
+    return bool(_remote_roles(cfg) & set(stage.calls_roles(cfg)))
+
+
 def dry_run(cfg: BuildConfig, progress=None, answers: dict[str, str] | None = None) -> BuildEstimate:
     """Run the stages offline with every remote call estimated (see the module docstring).
     `answers`, if given, receives each prompt's rules answer by `prompt_digest`: a loopback server

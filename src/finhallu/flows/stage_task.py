@@ -8,15 +8,18 @@ edits in helpers and prompt files.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
+from typing import Iterator
 
 from prefect import task
 from prefect.context import TaskRunContext
 
 from finhallu.config import BuildConfig, canonical_hash
 from finhallu.schemas.contracts import CONTRACTS
-from finhallu.estimate import saved_stage_estimate
+from finhallu.collector import collector_paused
+from finhallu.estimate import saved_stage_estimate, stage_calls_remote
 from finhallu.fanout import current_fanout
 from finhallu.memos import clear_memos
 from finhallu.flows.rss import RssWatch
@@ -139,7 +142,7 @@ def _execute(
         return summary
 
     try:
-        with use_runtime(runtime), use_morpheme_cache(ctx.cache_dir):
+        with stage_run_context(stage, cfg, runtime, ctx.cache_dir):
             outputs = stage.run(frames, ctx)
         runtime.close()  # the rules' answers still buffered, written while the stage's result stands
     except BaseException:  # a rejected key or a spent failure budget stops it: spent money is recorded
@@ -179,6 +182,16 @@ def _execute(
     )
     wait_for_earlier()  # stages publish in order
     return publish_gated(catalog, gated, list(inputs.values()), build_id, flow_run_id)
+
+
+@contextlib.contextmanager
+def stage_run_context(stage, cfg: BuildConfig, runtime: LLMRuntime, cache_dir: Path | None) -> Iterator[None]:
+    """What a stage's run is wrapped in (benchmarks/stage_alone.py runs one the same way): its LLM
+    runtime, the home's morpheme store, and the garbage collector paused unless the stage calls a
+    remote model (finhallu.collector)."""
+    paused = contextlib.nullcontext() if stage_calls_remote(stage, cfg) else collector_paused()
+    with use_runtime(runtime), use_morpheme_cache(cache_dir), paused:
+        yield
 
 
 def read_inputs(catalog: Catalog, stage, inputs: dict[str, TableRef]) -> OwnedFrames:
