@@ -226,7 +226,7 @@ def mentions(text: str, lang: str) -> list[tuple[str, int, int]]:
     return list(_typed_mentions(text, lang))
 
 
-@lru_cache(maxsize=1 << 15)  # a response is read by every leaf's turn choice and again as history
+@lru_cache(maxsize=1 << 12)  # a response is read by every leaf's turn choice and again as history
 def _typed_mentions(text: str, lang: str) -> tuple[tuple[str, int, int], ...]:
     found = _mentions_en(text) if lang == "en" else _mentions_ko(text)
     return tuple(m for m in found if entity_type(m[0], lang))

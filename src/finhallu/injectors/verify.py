@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
 
 from finhallu.text.normalize import contains_normalized
 from finhallu.text.numbers import find_numbers, number_keys, number_keys_in
@@ -26,8 +25,9 @@ from finhallu.text.words import broken_particle
 
 
 def _levenshtein(a, b) -> int:
-    """Edit distance of two sequences (row-vectorized DP: cur[j] = j + cummin(tmp[k] - k); small
-    inputs, the usual middle of a minimal edit, by the plain DP, where NumPy's per-call cost dominates)."""
+    """Edit distance of two sequences: Myers' bit-parallel algorithm (Hyyro's formulation), one
+    column of the DP table per element of b as bit vectors over a (Python integers of any width);
+    small inputs, the usual middle of a minimal edit, by the plain DP."""
     if not a or not b:
         return max(len(a), len(b))
     if len(a) * len(b) <= 400:
@@ -38,17 +38,27 @@ def _levenshtein(a, b) -> int:
                 row.append(min(prev_row[j] + 1, row[j - 1] + 1, prev_row[j - 1] + (ai != bj)))
             prev_row = row
         return prev_row[-1]
-    codes: dict = {}
-    x = np.array([codes.setdefault(t, len(codes)) for t in a])
-    y = np.array([codes.setdefault(t, len(codes)) for t in b])
-    ar = np.arange(len(y) + 1)
-    prev = ar.copy()
-    for i, xi in enumerate(x, start=1):
-        tmp = np.empty_like(prev)
-        tmp[0] = i
-        tmp[1:] = np.minimum(prev[1:] + 1, prev[:-1] + (y != xi))
-        prev = np.minimum.accumulate(tmp - ar) + ar
-    return int(prev[-1])
+    m = len(a)
+    full, top = (1 << m) - 1, 1 << (m - 1)
+    peq: dict = {}  # element -> the positions of a that hold it
+    for i, x in enumerate(a):
+        peq[x] = peq.get(x, 0) | (1 << i)
+    pv, mv, score = full, 0, m  # vertical +1 / -1 deltas of the current column; D[m][j]
+    for y in b:
+        eq = peq.get(y, 0)
+        xv = eq | mv
+        xh = (((eq & pv) + pv) ^ pv) | eq
+        ph = (mv | ~(xh | pv)) & full
+        mh = pv & xh
+        if ph & top:
+            score += 1
+        elif mh & top:
+            score -= 1
+        ph = ((ph << 1) | 1) & full
+        mh = (mh << 1) & full
+        pv = (mh | ~(xv | ph)) & full
+        mv = ph & xv
+    return score
 
 
 def _trimmed(a, b):

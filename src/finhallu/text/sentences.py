@@ -150,7 +150,7 @@ def split_sentences(text: str) -> list[str]:
     return list(_split_sentences(text or ""))
 
 
-@lru_cache(maxsize=1 << 15)  # a response or passage is split by several checks and injectors
+@lru_cache(maxsize=1 << 12)  # a response or passage is split by several checks and injectors (a dialogue's few)
 def _split_sentences(text: str) -> tuple[str, ...]:
     pieces = _SENTENCE_BREAK.split(text)
     return tuple(p.strip() for p in pieces if p and p.strip())
