@@ -170,7 +170,8 @@ def number_findings(response: str, evidence: list[str], question: str = "") -> t
     mine = {q.raw.strip(): q for q in quantities(response)}
     stated = {raw for raw, q in mine.items() if any(states_value(t, q) for t in evidence)}
     # the evidence figures the answer states itself: the operands an analyst's computation shows
-    operands = [e for e in ev_quantities if any(e.same_as(q) for raw, q in mine.items() if raw in stated)]
+    said = [q for raw, q in mine.items() if raw in stated]
+    operands = [e for e in ev_quantities if any(e.same_as(q) for q in said)] if said else []
     missing: list[str] = []
     contradicted: list[tuple[str, str]] = []
     derived: list[str] = []

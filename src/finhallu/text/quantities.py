@@ -122,6 +122,7 @@ def unit_family(unit: str) -> str:
     return "money" if unit in ("KRW", "USD") else unit
 
 
+@lru_cache(maxsize=256)  # a handful of units, asked of every pair of figures compared
 def compatible(a: str, b: str) -> bool:
     """Units that can state one figure: equal families, or a bare number beside an amount or a count."""
     if unit_family(a) == unit_family(b):
