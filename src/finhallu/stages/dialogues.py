@@ -35,7 +35,7 @@ from finhallu.schemas.rules import Rule
 from finhallu.schemas.rows import ContextEntry, DialoguesRow, HardNegativesRow, RetrievalsRow, TurnsRow
 from finhallu.schemas.contracts import CONTRACTS
 from finhallu.stages.base import Frames, Stage, StageContext, typed_rows_frame, typed_rows
-from finhallu.text.normalize import contains_normalized
+from finhallu.text.normalize import in_normalized, normalized_join
 from pydantic import Field, model_validator
 from finhallu.schemas.section import Section
 
@@ -132,9 +132,14 @@ def _item(seed: dict, origin: str = "seed", **over) -> dict:
 def said_before(answer: str | None, clue: str | None, responses: list[str]) -> bool:
     """Whether an earlier assistant response already states this answer (a yes/no answer: its clue),
     so that asking it would make the user re-ask what they were told."""
+    return said_in(answer, clue, normalized_join(responses))
+
+
+def said_in(answer: str | None, clue: str | None, said: str) -> bool:
+    """`said_before` of responses already joined by `normalized_join` (one join for every candidate)."""
     ans = (answer or "").strip()
     needle = clue if ans in ("예", "네", "아니오", "아니요", "Yes", "No", "yes", "no") else ans
-    return len((needle or "").strip()) >= 2 and contains_normalized(responses, needle)
+    return len((needle or "").strip()) >= 2 and in_normalized(said, needle)
 
 
 class _Dialogue:
@@ -167,11 +172,9 @@ def _candidates(dlg: _Dialogue, seed_rows: Mapping, by_doc: Mapping, by_passage:
     # Sources often ship paraphrases of one question: never ask for the same evidence twice.
     asked = {(i["passage_id"], i["answer"]) for i in dlg.items}
     cands = [c for c in cands if (seed_rows[c]["passage_id"], seed_rows[c]["answer"]) not in asked]
-    responses = dlg.responses
+    said = normalized_join(dlg.responses)
     return [
-        c
-        for c in cands
-        if not (seed_rows[c]["answerable"] and said_before(seed_rows[c]["answer"], seed_rows[c]["clue_text"], responses))
+        c for c in cands if not (seed_rows[c]["answerable"] and said_in(seed_rows[c]["answer"], seed_rows[c]["clue_text"], said))
     ]
 
 

@@ -37,13 +37,25 @@ def contains_normalized(haystack: str | Sequence[str] | None, needle: str | None
     figure nor a phrase is read across two texts."""
     if not haystack or not needle:
         return False
+    return in_normalized(normalize(haystack) if isinstance(haystack, str) else normalized_join(haystack), needle)
+
+
+def normalized_join(texts: Sequence[str]) -> str:
+    """Several texts as `contains_normalized` reads them: each normalized, joined by line breaks
+    (made once where many needles are looked for in the same texts)."""
+    return "\n".join(normalize(t) for t in texts)
+
+
+def in_normalized(normalized: str, needle: str | None) -> bool:
+    """`contains_normalized` of a haystack already normalized (`normalize` or `normalized_join`)."""
+    if not normalized or not needle:
+        return False
     n = normalize(needle).rstrip(".")
     if not n:
         return False
-    h = normalize(haystack) if isinstance(haystack, str) else "\n".join(normalize(t) for t in haystack)
     if not (n[0].isdigit() or n[-1].isdigit()):
-        return n in h
-    return _figure_pattern(n).search(h) is not None
+        return n in normalized
+    return _figure_pattern(n).search(normalized) is not None
 
 
 @lru_cache(maxsize=65536)  # a clue or answer is looked for in many passages
