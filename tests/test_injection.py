@@ -745,9 +745,9 @@ def test_edit_distance_trimming_shared_ends_keeps_the_distance():
 
 
 def test_levenshtein_small_and_large_inputs_agree_with_the_full_matrix():
-    """_levenshtein takes the plain DP for small inputs and NumPy's row DP for large ones: both give
-    the textbook distance (a full matrix here), on either side of the switch; the word distance
-    alone is edit_distance's second number."""
+    """_levenshtein (bit-parallel) gives the textbook distance (a full matrix here) on small inputs
+    (a minimal edit's middle) and large ones; the word distance alone is edit_distance's second
+    number."""
 
     from finhallu.injectors.verify import _levenshtein, word_edit_distance
 

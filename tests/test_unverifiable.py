@@ -237,7 +237,7 @@ def test_donors_ranked_a_group_at_a_time_are_the_eager_ranking():
     """rank_donors visits one group of equal topic overlap at a time and checks held and restated
     claims lazily (issue 19: at 3,060 documents most donors come from the first groups); its donors
     are those of ranking every claim first and filtering after, history and ties included."""
-    from finhallu.injectors.fabricate import _tie, _topic_words, _words
+    from finhallu.injectors.fabricate import _tie, _topic_words, _words, rank_donors
     from finhallu.text.normalize import normalize
 
     def eager(claims, v, k):
@@ -280,12 +280,6 @@ def test_donors_ranked_a_group_at_a_time_are_the_eager_ranking():
             v.history = hist
             for k in (1, 3, 8, 200):
                 expected = eager(inventory.claims, v, k)
-                assert rank_donors_of(inventory, v, k) == expected
+                assert rank_donors(inventory.claims, v, k, inventory.postings()) == expected
                 compared += len(expected)
     assert compared > 100  # the corpus gives donors in every case, long lists included
-
-
-def rank_donors_of(inventory, v, k):
-    from finhallu.injectors.fabricate import rank_donors
-
-    return rank_donors(inventory.claims, v, k, inventory.postings())

@@ -298,7 +298,7 @@ def warm_up(url: str) -> None:
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
                 r.read()
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        except OSError:  # URLError, refused, timed out
             return  # only an optimisation
 
 
