@@ -307,6 +307,49 @@ def test_learned_fits_on_train_only_and_beats_chance_on_test():
         det.run([dict(r, split="test") for r in rows], det.params({}), DetectorContext())
 
 
+class _InOrder:
+    """A ThreadPoolExecutor stand-in that runs each call at once, in the caller's thread."""
+
+    def __init__(self, max_workers=None):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, items):
+        return [fn(i) for i in items]
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        done: Future = Future()
+        done.set_result(fn(*args))
+        return done
+
+
+@pytest.mark.parametrize("model", ["auto", "gbdt", "logreg"])
+def test_learned_fits_on_threads_give_the_models_of_fits_in_order(monkeypatch, model):
+    """The binary, 4-class and type models are fit on threads; the detections equal those of the
+    same fits made one after another (scores, labels and the rationale naming the kept model)."""
+    import finhallu.detectors.learned as learned
+
+    rows = _labelled_set()
+    for i, r in enumerate(rows):  # 4 classes and 2 types among the hallucinated train rows
+        if r["label_binary"] == "hallucinated" and i % 4 == 1:
+            r.update(label_4class="false_refusal", hallu_type="false_refusal")
+    det = get_detector("learned")
+    threaded = det.run(rows, det.params({"model": model}), DetectorContext(seed=3))
+    monkeypatch.setattr(learned, "ThreadPoolExecutor", _InOrder)
+    in_order = det.run(rows, det.params({"model": model}), DetectorContext(seed=3))
+    assert [d and (d.score, d.pred_binary, d.pred_4class, d.pred_type, d.rationale) for d in threaded] == [
+        d and (d.score, d.pred_binary, d.pred_4class, d.pred_type, d.rationale) for d in in_order
+    ]
+    assert {d.pred_4class for d in threaded if d} >= {"faithful_answer"}
+
+
 def test_run_detectors_records_version_and_config_and_is_deterministic():
     rows = _labelled_set(12)
     for r in rows:

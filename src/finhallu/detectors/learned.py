@@ -19,6 +19,7 @@ with the binary decision. Deterministic (lbfgs logistic regression; seeded gradi
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -192,11 +193,17 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
     tune = split == params["tune_split"]
     kinds = ("logreg", "gbdt") if params["model"] == "auto" else (params["model"],)
     fitted: list[tuple[float, int, str, Any, np.ndarray]] = []  # (AUC on tune, -order, kind, model, p)
-    for k in kinds:
-        model, _ = _fit(k, seed, C, Xt, yt_bin)
-        p = model.predict_proba(X)[:, list(model.classes_).index(True)]
-        fitted.append((_auc(y_bin[tune], p[tune]) if tune.any() else 0.5, -len(fitted), k, model, p))
-    _, _, kind, binary, p_hallu = max(fitted, key=lambda x: x[:2])  # ties keep the first (logreg)
+    # The fits run on threads: scikit-learn grows trees and solves outside the GIL, so two fits
+    # take the two cores of a build that runs one stage at a time (each fit is seeded and on its
+    # own data: the same models in any order).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for k, (model, _) in zip(kinds, pool.map(lambda k: _fit(k, seed, C, Xt, yt_bin), kinds)):
+            p = model.predict_proba(X)[:, list(model.classes_).index(True)]
+            fitted.append((_auc(y_bin[tune], p[tune]) if tune.any() else 0.5, -len(fitted), k, model, p))
+        _, _, kind, binary, p_hallu = max(fitted, key=lambda x: x[:2])  # ties keep the first (logreg)
+        four_fit = pool.submit(_fit, kind, seed, C, Xt, yt4)
+        typ, type_classes = _fit(kind, seed, C, Xt[yt_bin], ytt[yt_bin])
+        four, four_classes = four_fit.result()
     threshold = 0.5
     if tune.any() and len(np.unique(y_bin[tune])) == 2:
         from finhallu.scoring import best_threshold
@@ -204,8 +211,6 @@ def detect(samples: list[dict], params: dict, ctx) -> list[Detection | None]:
         threshold = best_threshold(
             np.where(y_bin[tune], "hallucinated", "faithful"), p_hallu[tune], GRID, params["threshold_metric"]
         )
-    four, four_classes = _fit(kind, seed, C, Xt, yt4)
-    typ, type_classes = _fit(kind, seed, C, Xt[yt_bin], ytt[yt_bin])
     p4, pt = _proba(four, four_classes, X), _proba(typ, type_classes, X)
     if kind == "logreg":
         coef = binary[-1].coef_[0]
