@@ -206,19 +206,17 @@ def test_a_year_moves_by_years_beside_an_amount_of_the_same_unit():
         assert 2021 <= year <= 2026 and year != 2024
 
 
+def _with_passages(texts: list[str]) -> list[dict]:
+    """CORPUS and one passage (its own document) per text, ids x0, x1, ..."""
+    return CORPUS + [{"passage_id": f"x{i}", "doc_id": f"x{i}", "text": t} for i, t in enumerate(texts)]
+
+
 def test_donors_looked_up_by_topic_words_are_the_donors_a_scan_of_every_claim_ranks():
     """The claims' word index (issue 19: turns x claims grew with the square of the corpus) ranks the
     same donors in the same order as comparing the turn with every claim."""
     from finhallu.injectors.fabricate import rank_donors
 
-    corpus = CORPUS + [
-        {
-            "passage_id": f"x{i}",
-            "doc_id": f"x{i}",
-            "text": f"예금보험 한도는 {i + 2}천만 원이었고 보호 대상 예금은 {i + 3}% 늘었다.",
-        }
-        for i in range(30)
-    ]
+    corpus = _with_passages([f"예금보험 한도는 {i + 2}천만 원이었고 보호 대상 예금은 {i + 3}% 늘었다." for i in range(30)])
     responses = [
         "예금자보호 한도는 1인당 1억 원입니다.",
         "보호 대상 예금의 보험금은 2개월 안에 지급됩니다.",
@@ -256,14 +254,12 @@ def test_donors_ranked_a_group_at_a_time_are_the_eager_ranking():
 
     rng = random.Random(3)
     phrases = ["예금보험 한도는", "보호 대상 예금은", "보험금 지급은", "파산 배당은", "예금보험료율은", "외화예금 보호는"]
-    corpus = CORPUS + [
-        {
-            "passage_id": f"x{i}",
-            "doc_id": f"x{i}",
-            "text": f"{rng.choice(phrases)} {rng.randint(2, 9)}천만 원이었고 {rng.choice(phrases)} {rng.randint(1, 40)}% 늘었다.",
-        }
-        for i in range(80)
-    ]
+    corpus = _with_passages(
+        [
+            f"{rng.choice(phrases)} {rng.randint(2, 9)}천만 원이었고 {rng.choice(phrases)} {rng.randint(1, 40)}% 늘었다."
+            for _ in range(80)
+        ]
+    )
     history = [
         {
             "query": "보험금 지급은 언제인가요?",

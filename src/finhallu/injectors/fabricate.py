@@ -28,7 +28,7 @@ from functools import lru_cache
 
 from finhallu.result_cache import item_digest
 from finhallu.injectors.edits import change_number, draw_move, impossible_date, is_year, malformed_numeral, number_token
-from finhallu.text.normalize import contains_normalized, normalize
+from finhallu.text.normalize import contains_normalized, normalize, normalized_join
 from finhallu.text.numbers import find_numbers, number_keys, number_keys_in
 from finhallu.text.phrases import topic_of
 from finhallu.text.quantities import quantities, states_value_in
@@ -208,10 +208,12 @@ def rank_donors(claims: list[Claim], view, k: int, postings: dict[str, list[int]
     """The k claims most on the turn's topic that its context and history do not hold and that
     restate no sentence of them; ties broken by a hash of the turn (no corpus order).
     `postings`: the claims' word index (ClaimInventory.postings), else every claim is looked at."""
+    if k <= 0:
+        return []
     topic = _topic_words(view)
     # Each text normalized on its own (passages recur across turns: cached) and kept apart, so a
     # claim counts as held only when one text holds it, not a join across two of them.
-    sources = "\n".join(normalize(t) for t in [*view.evidence, view.history_text])
+    sources = normalized_join([*view.evidence, view.history_text])
     if postings is None:
         shared_by = {i: len(c.words & topic) for i, c in enumerate(claims)}
     else:
@@ -226,8 +228,6 @@ def rank_donors(claims: list[Claim], view, k: int, postings: dict[str, list[int]
     turn = str(view.turn.get("turn_id"))
     restated = _restatement_checker(view)
     out: list[str] = []
-    if k <= 0:
-        return out
     for shared in sorted(groups, reverse=True):
         held_apart = [i for i in sorted(groups[shared]) if normalize(claims[i].text) not in sources]
         for _, i in sorted((_tie(claims[i].text, turn), i) for i in held_apart):

@@ -145,6 +145,9 @@ def split(text: str, lang: str) -> list[str]:
     return out
 
 
+_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+(?=\S)|\n+")
+
+
 def split_sentences(text: str) -> list[str]:
     """Rule-based splitter: sentence-final punctuation followed by space, and line breaks."""
     return list(_split_sentences(text or ""))
@@ -154,6 +157,3 @@ def split_sentences(text: str) -> list[str]:
 def _split_sentences(text: str) -> tuple[str, ...]:
     pieces = _SENTENCE_BREAK.split(text)
     return tuple(p.strip() for p in pieces if p and p.strip())
-
-
-_SENTENCE_BREAK = re.compile(r"(?<=[.?!])\s+(?=\S)|\n+")
